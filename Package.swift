@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+// PortKit: threads with run loops, ports and named ports for Linux.
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "PortKit",
+    products: [
+        .library(name: "PermanentThread", targets: ["PermanentThread"]),
+        .library(name: "PortMessaging", targets: ["PortMessaging"]),
+        .library(name: "NamedPortServer", targets: ["NamedPortServer"]),
+        .executable(name: "portkit-demo", targets: ["portkit-demo"]),
+        .executable(name: "portkit-bench", targets: ["portkit-bench"]),
+    ],
+    targets: [
+        // Layers 1–4: System, Poller, run loop, permanent thread.
+        // The Linux headers and GNU calls the Glibc module leaves out (epoll, eventfd, gettid).
+        .target(name: "CPortKitSystem"),
+        .target(name: "PermanentThread", dependencies: ["CPortKitSystem"], swiftSettings: strict),
+        // Layer 5: messages and ports between threads and processes.
+        .target(name: "PortMessaging", dependencies: ["PermanentThread"], swiftSettings: strict),
+        // Layer 6: names for ports.
+        .target(name: "NamedPortServer", dependencies: ["PortMessaging"], swiftSettings: strict),
+
+        .executableTarget(
+            name: "portkit-demo",
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
+            path: "Examples/portkit-demo",
+            swiftSettings: strict),
+        .executableTarget(
+            name: "portkit-bench",
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
+            path: "Benchmarks/portkit-bench",
+            swiftSettings: strict),
+
+        .testTarget(name: "PermanentThreadTests", dependencies: ["PermanentThread"], swiftSettings: strict),
+        .testTarget(name: "PortMessagingTests", dependencies: ["PortMessaging"], swiftSettings: strict),
+        .testTarget(
+            name: "NamedPortServerTests",
+            dependencies: ["NamedPortServer", "PermanentThread", "PortMessaging"],
+            swiftSettings: strict),
+    ]
+)

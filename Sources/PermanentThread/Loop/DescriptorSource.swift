@@ -1,0 +1,68 @@
+import Synchronization
+
+/// What a descriptor source is watching for, or what it was found ready for.
+public struct DescriptorEvents: OptionSet, Hashable, Sendable {
+    /// The raw bits.
+    public let rawValue: UInt32
+    /// Makes a set from raw bits.
+    public init(rawValue: UInt32) { self.rawValue = rawValue }
+    /// The descriptor can be read (or its peer closed: a read returns 0).
+    public static let readable = DescriptorEvents(rawValue: 1 << 0)
+    /// The descriptor can be written without blocking.
+    public static let writable = DescriptorEvents(rawValue: 1 << 1)
+    /// The peer hung up (reported with `readable`, never asked for).
+    public static let hangup = DescriptorEvents(rawValue: 1 << 2)
+    /// An error is pending (reported, never asked for).
+    public static let error = DescriptorEvents(rawValue: 1 << 3)
+}
+
+/// Watches a file descriptor and calls a handler on the loop's thread when it is ready.
+///
+/// Readiness is level-triggered: the handler is called on every pass while the
+/// descriptor stays ready, so it should read (or write) until it would block. The source
+/// does not own the descriptor: close it only after removing or invalidating the source.
+/// One source per descriptor per loop. While the loop runs a mode the source is not in,
+/// the descriptor is parked in the kernel (no busy wake-ups) and re-armed on return.
+public final class DescriptorSource: Sendable {
+    /// The watched descriptor.
+    public let descriptor: CInt
+    /// What it is watched for.
+    public let events: DescriptorEvents
+    let handler: @Sendable (DescriptorSource, DescriptorEvents) -> Void
+    let attachment = AttachmentLock()
+    let token: UInt64
+
+    private static let tokens = Atomic<UInt64>(1)
+
+    /// Makes a descriptor source.
+    /// - Parameters:
+    ///   - descriptor: the descriptor to watch; the caller keeps ownership.
+    ///   - events: `.readable`, `.writable` or both.
+    ///   - handler: called on the loop's thread with the source and what is ready.
+    public init(
+        descriptor: CInt, events: DescriptorEvents = .readable,
+        handler: @escaping @Sendable (DescriptorSource, DescriptorEvents) -> Void
+    ) {
+        self.descriptor = descriptor
+        self.events = events.intersection([.readable, .writable])
+        self.handler = handler
+        self.token = Self.tokens.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
+
+    /// Whether the source is still watching.
+    public var isValid: Bool { attachment.withLock { $0.isValid } }
+
+    /// Stops watching for good. On the loop's thread, no callback runs after this returns;
+    /// from another thread, callbacks stop once the loop has processed it (its next pass).
+    public func invalidate() {
+        let loop = attachment.withLock { $0.invalidate() }
+        loop?.itemInvalidated(.descriptor(self))
+    }
+
+    var pollInterest: PollEvents {
+        var interest: PollEvents = []
+        if events.contains(.readable) { interest.insert(.readable) }
+        if events.contains(.writable) { interest.insert(.writable) }
+        return interest
+    }
+}

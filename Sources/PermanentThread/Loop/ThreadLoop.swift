@@ -1,0 +1,703 @@
+import Glibc
+import CPortKitSystem
+import Synchronization
+
+/// A run loop: the event engine of one thread, with CoreFoundation's semantics.
+///
+/// Every thread has at most one, made the first time the thread asks for
+/// `ThreadLoop.current` and torn down (descriptors closed, sources cancelled) when the
+/// thread ends; `ThreadLoop.main` is the main thread's. A loop sleeps in the kernel
+/// (epoll) until a timer is due, a watched descriptor is ready, a custom source is
+/// signalled, a block is performed, or it is woken.
+///
+/// Any thread may add and remove timers, observers and sources, perform blocks, stop
+/// or wake a loop: changes made from another thread are carried out on the loop's thread
+/// on its next pass. Running the loop is for its own thread only.
+public final class ThreadLoop: @unchecked Sendable {
+    // Safety of @unchecked Sendable: the state below "Loop thread only" is read and written
+    // only on the loop's own thread (every public entry point checks `isCurrent` and sends
+    // work through `inbox` otherwise); the state shared with other threads is the `inbox`
+    // Mutex, the `stopRequested` atomic, the `labels` Mutex and immutable lets.
+
+    // MARK: Shared with other threads
+
+    let poller: EpollPoller
+    private let inbox: Mutex<Inbox>
+    private let stopRequested = Atomic<Bool>(false)
+    /// The optional label of the block being run, for the stall monitor.
+    package let runningLabel = Mutex<String?>(nil)
+    /// The name given to the loop, shown in reports.
+    public let name: String
+
+    struct Inbox {
+        var work: [Work] = []
+        var sleeping = false
+        var wakePending = false
+        var wakeRequested = false
+        var closed = false
+    }
+
+    // MARK: Loop thread only
+
+    private var modes: [LoopMode: ModeItems] = [:]
+    private var commonModes: Set<LoopMode> = [.default]
+    /// Items added to `common`, to be put in modes made common later.
+    private let commonItems = ModeItems()
+    private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
+    /// Blocks drained from the inbox that wait for a pass in one of their modes.
+    private var held: [Work] = []
+    /// The modes of the runs in progress, innermost last.
+    private var runStack: [LoopMode] = []
+    private var descriptorSources: [UInt64: DescriptorSource] = [:]
+    private var parkedSources: [UInt64: DescriptorSource] = [:]
+    private var timerSequence: UInt64 = 0
+    private var ended = false
+
+    init(name: String) throws(ThreadLoopError) {
+        do {
+            poller = try EpollPoller()
+        } catch {
+            throw ThreadLoopError("epoll_create1/eventfd", error)
+        }
+        inbox = Mutex(Inbox())
+        self.name = name
+    }
+
+    // MARK: One loop per thread
+
+    /// The loop of the calling thread, made on first use.
+    ///
+    /// Traps only if the process is out of descriptors when the loop is first made; use
+    /// `forCurrentThread()` to get that as an error instead.
+    public static var current: ThreadLoop {
+        do {
+            return try forCurrentThread()
+        } catch {
+            fatalError("ThreadLoop.current: cannot make a loop for this thread: \(error)")
+        }
+    }
+
+    /// The loop of the calling thread, made on first use; throws if it cannot be made.
+    public static func forCurrentThread() throws(ThreadLoopError) -> ThreadLoop {
+        if let raw = pthread_getspecific(loopKey) {
+            return Unmanaged<ThreadLoop>.fromOpaque(raw).takeUnretainedValue()
+        }
+        let loop = isMainThread ? mainLoop : try ThreadLoop(name: currentThreadName())
+        pthread_setspecific(loopKey, Unmanaged.passRetained(loop).toOpaque())
+        return loop
+    }
+
+    /// The main thread's loop. Usable from any thread; it runs when the main thread runs it.
+    public static var main: ThreadLoop { mainLoop }
+
+    /// Whether the calling thread is this loop's thread.
+    public var isCurrent: Bool {
+        pthread_getspecific(loopKey) == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    private static var isMainThread: Bool { getpid() == portkit_gettid() }
+
+    private static func currentThreadName() -> String {
+        var buffer = [CChar](repeating: 0, count: 32)
+        portkit_get_thread_name(&buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Called by the thread-exit destructor: cancel everything and close descriptors.
+    fileprivate func threadDidEnd() {
+        inbox.withLock { state in
+            state.closed = true
+            state.work.removeAll()
+        }
+        ended = true
+        for (mode, items) in modes {
+            for source in items.sources { source.onCancel?(self, mode) }
+        }
+        var everything: [LoopItem] = []
+        for items in modes.values {
+            everything += items.observers.map(LoopItem.observer) + items.sources.map(LoopItem.source)
+            everything += items.descriptors.values.map(LoopItem.descriptor)
+            everything += items.timers.entries.map { LoopItem.timer($0.timer) }
+        }
+        for item in everything {
+            item.withAttachment { attachment in
+                if attachment.loop === self { attachment.loop = nil; attachment.modes = [] }
+            }
+        }
+        modes.removeAll()
+        held.removeAll()
+        descriptorSources.removeAll()
+        parkedSources.removeAll()
+        commonTimers.removeAll()
+        poller.close()
+    }
+
+    // MARK: Work from any thread
+
+    /// Which modes a performed block may run in.
+    enum BlockModes {
+        case common
+        case one(LoopMode)
+        case many([LoopMode])
+
+        init(_ modes: [LoopMode]) {
+            if modes == [.common] { self = .common }
+            else if modes.count == 1 { self = .one(modes[0]) }
+            else { self = .many(modes) }
+        }
+    }
+
+    enum Work {
+        /// A block performed by a user, in some modes, with an optional label.
+        case block(BlockModes, String?, @Sendable () -> Void)
+        /// A change to the loop's state, carried out in whatever mode the loop runs.
+        case command(@Sendable (ThreadLoop) -> Void)
+        /// A job of an executor built on this loop, run in any common mode.
+        case job(UnownedJob, JobTarget)
+    }
+
+    /// The executor a job is run on.
+    package enum JobTarget {
+        case serial(UnownedSerialExecutor)
+        case task(UnownedTaskExecutor)
+    }
+
+    /// Adds work to the inbox and wakes the loop if it sleeps (one eventfd write per
+    /// sleep at most; none when called on the loop's thread, which is not asleep).
+    private func enqueue(_ work: Work, closing: Bool = false) throws(ThreadLoopError) {
+        try inbox.withLock { (state) throws(ThreadLoopError) in
+            guard !state.closed else { throw .loopEnded }
+            state.work.append(work)
+            if closing { state.closed = true }
+            // Written under the lock so the eventfd cannot be closed under the write.
+            if state.sleeping && !state.wakePending {
+                state.wakePending = true
+                poller.wakeUp()
+            }
+        }
+    }
+
+    /// Schedules `block` to run on the loop's thread, on a later pass in one of `modes`.
+    ///
+    /// Blocks run in the order they were performed from one thread. Performing wakes the
+    /// loop if it sleeps. A block performed in modes the loop is not running waits until
+    /// the loop runs one of them.
+    /// - Parameters:
+    ///   - modes: where the block may run; by default every common mode.
+    ///   - label: a name for the work, shown by the stall monitor.
+    ///   - block: the work.
+    /// - Throws: `ThreadLoopError.loopEnded` if the loop's thread has ended (the block is
+    ///   not kept).
+    public func perform(
+        inModes modes: [LoopMode] = [.common], label: String? = nil,
+        _ block: @escaping @Sendable () -> Void
+    ) throws(ThreadLoopError) {
+        try enqueue(.block(BlockModes(modes), label, block))
+    }
+
+    /// Performs `block` in every common mode; when `closing`, no work is accepted after it.
+    package func performFinal(label: String?, _ block: @escaping @Sendable () -> Void) throws(ThreadLoopError) {
+        try enqueue(.block(.common, label, block), closing: true)
+    }
+
+    /// Enqueues an executor job, run on a pass in any common mode.
+    package func enqueue(job: UnownedJob, on target: JobTarget) throws(ThreadLoopError) {
+        try enqueue(.job(job, target))
+    }
+
+    /// Whether the loop no longer accepts work.
+    package var isClosed: Bool { inbox.withLock { $0.closed } }
+
+    /// Runs `change` on the loop's thread: now when called there, else on its next pass.
+    private func onLoopThread(_ change: @escaping @Sendable (ThreadLoop) -> Void) {
+        if isCurrent {
+            change(self)
+        } else {
+            // A loop whose thread ended has nothing left to change.
+            try? enqueue(.command(change))
+        }
+    }
+
+    /// Makes a sleeping loop pass once, or the next sleep return at once. Safe from any thread.
+    public func wakeUp() {
+        inbox.withLock { state in
+            guard !state.closed || !state.work.isEmpty else { return }
+            state.wakeRequested = true
+            if state.sleeping && !state.wakePending {
+                state.wakePending = true
+                poller.wakeUp()
+            }
+        }
+    }
+
+    /// Ends the innermost run in progress, which returns `.stopped`. Safe from any thread.
+    /// If the loop is not running, its next run returns `.stopped` at once.
+    public func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        wakeUp()
+    }
+
+    // MARK: Configuration from any thread
+
+    /// Marks `mode` common: every item in `common`, now and later, is in it too.
+    public func addCommonMode(_ mode: LoopMode) {
+        guard mode != .common else { return }
+        onLoopThread { loop in
+            guard loop.commonModes.insert(mode).inserted else { return }
+            let items = loop.commonItems
+            let common = items.observers.map(LoopItem.observer) + items.sources.map(LoopItem.source)
+                + items.descriptors.values.map(LoopItem.descriptor) + loop.commonTimers.values.map(LoopItem.timer)
+            for item in common { loop.insert(item, intoRealMode: mode) }
+        }
+    }
+
+    /// Adds a timer to a mode (`common` for every common mode). A timer belongs to one loop.
+    /// - Throws: `.invalidated`, `.scheduledOnAnotherLoop`, `.loopEnded`.
+    public func add(_ timer: LoopTimer, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
+        try add(.timer(timer), mode)
+    }
+
+    /// Adds an observer to a mode (`common` for every common mode).
+    /// - Throws: `.invalidated`, `.scheduledOnAnotherLoop`, `.loopEnded`.
+    public func add(_ observer: LoopObserver, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
+        try add(.observer(observer), mode)
+    }
+
+    /// Adds a custom source to a mode (`common` for every common mode); its `schedule` runs.
+    /// - Throws: `.invalidated`, `.scheduledOnAnotherLoop`, `.loopEnded`.
+    public func add(_ source: LoopSource, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
+        try add(.source(source), mode)
+    }
+
+    /// Starts watching a descriptor in a mode (`common` for every common mode).
+    /// - Throws: `.descriptorAlreadyWatched` when another source of this loop watches the
+    ///   descriptor, `.system` when the kernel refuses it (a bad descriptor, a regular file),
+    ///   `.invalidated`, `.scheduledOnAnotherLoop`, `.loopEnded`.
+    public func add(_ source: DescriptorSource, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
+        // Registering is thread-safe in the kernel, so errors reach the caller now. The
+        // descriptor starts parked (no events) until the loop's thread takes it.
+        let isNew = try source.attachment.withLock { (a) throws(ThreadLoopError) -> Bool in
+            try a.attach(to: self)
+            return a.modes.isEmpty
+        }
+        if isNew {
+            do {
+                try poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+            } catch Errno.alreadyExists {
+                if !isCurrent || descriptorSources[source.token] == nil {
+                    // Registered already by this source's pending add, or by another source.
+                    if descriptorSourceWatches(source.descriptor, other: source) {
+                        throw .descriptorAlreadyWatched(source.descriptor)
+                    }
+                }
+            } catch {
+                throw ThreadLoopError("epoll_ctl(ADD, \(source.descriptor))", error)
+            }
+        }
+        try add(.descriptor(source), mode)
+    }
+
+    private func descriptorSourceWatches(_ descriptor: CInt, other source: DescriptorSource) -> Bool {
+        guard isCurrent else { return true }
+        return descriptorSources.values.contains { $0.descriptor == descriptor && $0 !== source }
+    }
+
+    /// Removes a timer from a mode; it stays valid and can be added again.
+    public func remove(_ timer: LoopTimer, forMode mode: LoopMode = .default) { remove(.timer(timer), mode) }
+    /// Removes an observer from a mode.
+    public func remove(_ observer: LoopObserver, forMode mode: LoopMode = .default) { remove(.observer(observer), mode) }
+    /// Removes a custom source from a mode; its `cancel` runs.
+    public func remove(_ source: LoopSource, forMode mode: LoopMode = .default) { remove(.source(source), mode) }
+    /// Stops watching a descriptor in a mode. On the loop's thread, no callback for that
+    /// mode runs after this returns.
+    public func remove(_ source: DescriptorSource, forMode mode: LoopMode = .default) { remove(.descriptor(source), mode) }
+
+    private func add(_ item: LoopItem, _ mode: LoopMode) throws(ThreadLoopError) {
+        try item.withAttachment { (a) throws(ThreadLoopError) in try a.attach(to: self) }
+        if inbox.withLock({ $0.closed }) && !isCurrent { throw .loopEnded }
+        onLoopThread { loop in loop.insert(item, into: mode) }
+    }
+
+    private func remove(_ item: LoopItem, _ mode: LoopMode) {
+        onLoopThread { loop in loop.remove(item, from: mode) }
+    }
+
+    /// Told by an item's `invalidate()`: take it out of every mode.
+    func itemInvalidated(_ item: LoopItem) {
+        onLoopThread { loop in loop.removeEverywhere(item) }
+    }
+
+    // MARK: Mode bookkeeping (loop thread)
+
+    private func items(of mode: LoopMode) -> ModeItems {
+        if let items = modes[mode] { return items }
+        let items = ModeItems()
+        modes[mode] = items
+        return items
+    }
+
+    private func insert(_ item: LoopItem, into mode: LoopMode) {
+        guard item.withAttachment({ $0.isValid && $0.loop === self }) else { return }
+        if mode == .common {
+            guard commonItems.insert(item) else { return }
+            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = timer }
+            for common in commonModes { insert(item, intoRealMode: common) }
+        } else {
+            insert(item, intoRealMode: mode)
+        }
+    }
+
+    private func insert(_ item: LoopItem, intoRealMode mode: LoopMode) {
+        let target = items(of: mode)
+        guard target.insert(item) else { return }
+        let firstMode = item.withAttachment { a in a.modes.insert(mode); return a.modes.count == 1 }
+        switch item {
+        case .timer(let timer):
+            let (date, generation) = (timer.fireDate, timer.generation)
+            pushTimer(timer, date: date, generation: generation, into: target)
+        case .source(let source):
+            source.onSchedule?(self, mode)
+        case .descriptor(let source):
+            if firstMode { descriptorSources[source.token] = source }
+            // Armed now if the loop runs this mode; otherwise it stays parked until it does.
+            if runStack.last == mode || firstMode {
+                parkedSources[source.token] = source
+                rearmParked(in: runStack.last)
+            }
+        case .observer:
+            break
+        }
+    }
+
+    private func pushTimer(_ timer: LoopTimer, date: ContinuousClock.Instant, generation: UInt64, into items: ModeItems) {
+        timerSequence &+= 1
+        items.timers.push(.init(
+            fireDate: date, latest: date + timer.tolerance, sequence: timerSequence,
+            generation: generation, timer: timer))
+    }
+
+    private func remove(_ item: LoopItem, from mode: LoopMode) {
+        if mode == .common {
+            guard commonItems.remove(item) else { return }
+            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = nil }
+            for common in commonModes { remove(item, fromRealMode: common) }
+        } else {
+            remove(item, fromRealMode: mode)
+        }
+    }
+
+    private func remove(_ item: LoopItem, fromRealMode mode: LoopMode) {
+        guard let target = modes[mode], target.remove(item) else { return }
+        let lastMode = item.withAttachment { a in a.modes.remove(mode); return a.modes.isEmpty }
+        switch item {
+        case .timer(let timer):
+            // Stale heap entries are skipped; re-push into the modes the timer stays in.
+            let (date, generation) = timer.reschedule()
+            for other in timer.attachment.withLock({ $0.modes }) {
+                if let items = modes[other] { pushTimer(timer, date: date, generation: generation, into: items) }
+            }
+        case .source(let source):
+            source.onCancel?(self, mode)
+        case .descriptor(let source):
+            if lastMode {
+                descriptorSources[source.token] = nil
+                parkedSources[source.token] = nil
+                try? poller.deregister(FileDescriptor(rawValue: source.descriptor))
+            }
+        case .observer:
+            break
+        }
+        if lastMode {
+            item.withAttachment { a in if a.loop === self { a.loop = nil } }
+        }
+    }
+
+    private func removeEverywhere(_ item: LoopItem) {
+        if commonItems.remove(item) {
+            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = nil }
+        }
+        for mode in item.withAttachment({ $0.modes }) { remove(item, fromRealMode: mode) }
+    }
+
+    /// Re-arms the parked descriptor sources of `mode` (after a run in another mode).
+    private func rearmParked(in mode: LoopMode?) {
+        guard let mode, !parkedSources.isEmpty, let items = modes[mode] else { return }
+        for (token, source) in parkedSources where items.descriptors[token] != nil {
+            parkedSources[token] = nil
+            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: source.pollInterest, token: token)
+        }
+    }
+
+    private func park(_ source: DescriptorSource) {
+        parkedSources[source.token] = source
+        try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+    }
+
+    // MARK: Running (loop thread)
+
+    /// The mode of the innermost run in progress, or `nil` when the loop is not running
+    /// (or when asked from another thread).
+    public var currentMode: LoopMode? { isCurrent ? runStack.last : nil }
+
+    /// Runs the loop in the default mode until it is stopped or has nothing left to do.
+    /// - Throws: `.notOnLoopThread` when called from another thread.
+    public func run() throws(ThreadLoopError) {
+        while true {
+            let result = try run(mode: .default, until: nil)
+            if result == .stopped || result == .finished { return }
+        }
+    }
+
+    /// Runs the loop in `mode` for at most `duration`.
+    /// - Throws: `.notOnLoopThread` when called from another thread.
+    @discardableResult
+    public func run(
+        mode: LoopMode = .default, for duration: Duration, returnAfterSourceHandled: Bool = false
+    ) throws(ThreadLoopError) -> LoopRunResult {
+        try run(mode: mode, until: .now + duration, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// Runs the loop in `mode` until `deadline` (`nil`: no deadline), and says why it returned.
+    ///
+    /// Returns `.finished` at once if the mode has no timers, sources or blocks; a deadline in
+    /// the past makes one pass without sleeping and returns `.timedOut` (unless something
+    /// else ended it). Runs nest: a handler may run the loop again, in the same or another
+    /// mode, and `stop()` ends only the innermost run.
+    /// - Throws: `.notOnLoopThread` when called from another thread.
+    @discardableResult
+    public func run(
+        mode: LoopMode, until deadline: ContinuousClock.Instant?, returnAfterSourceHandled: Bool = false
+    ) throws(ThreadLoopError) -> LoopRunResult {
+        guard isCurrent else { throw .notOnLoopThread }
+        precondition(mode != .common, "run in a real mode; `common` is a set of modes")
+        guard !ended else { return .finished }
+        drainInbox()
+        if isEmpty(mode) { return .finished }
+
+        runStack.append(mode)
+        rearmParked(in: mode)
+        let modeItems = items(of: mode)
+        notify(.entry, modeItems)
+        let result = runPasses(mode, modeItems, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+        notify(.exit, modeItems)
+        runStack.removeLast()
+        rearmParked(in: runStack.last)
+        return result
+    }
+
+    /// The passes of one run, in CoreFoundation's order; observers see exactly this.
+    private func runPasses(
+        _ mode: LoopMode, _ items: ModeItems, deadline: ContinuousClock.Instant?, returnAfterSourceHandled: Bool
+    ) -> LoopRunResult {
+        if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+        let pollOnly = deadline.map { $0 <= .now } ?? false
+        while true {
+            notify(.beforeTimers, items)
+            notify(.beforeSources, items)
+            runBlocks(mode)
+            var sourceHandled = performSignalledSources(items, stopAfterOne: returnAfterSourceHandled)
+            if sourceHandled { runBlocks(mode) }
+
+            let poll = sourceHandled || pollOnly
+            if !poll { notify(.beforeWaiting, items) }
+            let ready = waitForWork(timeout: poll ? .zero : timeout(items, deadline))
+            if !poll { notify(.afterWaiting, items) }
+
+            fireDueTimers(mode, items)
+            if handleReadyDescriptors(ready, items) { sourceHandled = true }
+            runBlocks(mode)
+
+            if ended { return .finished }
+            if sourceHandled && returnAfterSourceHandled { return .handledSource }
+            if let deadline, deadline <= .now { return .timedOut }
+            if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
+            if isEmpty(mode) { return .finished }
+        }
+    }
+
+    private func notify(_ activity: LoopActivity, _ items: ModeItems) {
+        guard items.observedActivities.contains(activity) else { return }
+        for observer in items.observers where observer.activities.contains(activity) {
+            guard observer.isValid else { continue }
+            if !observer.repeats { observer.invalidate() }
+            observer.handler(observer, activity)
+        }
+    }
+
+    /// Nothing in the mode could make a run in it do anything.
+    private func isEmpty(_ mode: LoopMode) -> Bool {
+        if let items = modes[mode], !items.hasNoSourcesOrTimers { return false }
+        return !held.contains { matches($0, mode) }
+    }
+
+    private func matches(_ work: Work, _ mode: LoopMode) -> Bool {
+        switch work {
+        case .command: return true
+        case .job: return commonModes.contains(mode)
+        case .block(let modes, _, _):
+            switch modes {
+            case .common: return commonModes.contains(mode)
+            case .one(let one): return one == mode || (one == .common && commonModes.contains(mode))
+            case .many(let many):
+                return many.contains(mode) || (many.contains(.common) && commonModes.contains(mode))
+            }
+        }
+    }
+
+    /// Moves new work out of the inbox: changes are carried out at once, blocks are held.
+    private func drainInbox() {
+        let work = inbox.withLock { state -> [Work] in
+            state.wakeRequested = false
+            let work = state.work
+            state.work = []
+            return work
+        }
+        for item in work {
+            if case .command(let change) = item { change(self) } else { held.append(item) }
+        }
+    }
+
+    /// Runs the held blocks that may run in `mode`, in order; keeps the others.
+    private func runBlocks(_ mode: LoopMode) {
+        drainInbox()
+        guard !held.isEmpty else { return }
+        let batch = held
+        held = []
+        var kept: [Work] = []
+        for work in batch {
+            guard matches(work, mode) else { kept.append(work); continue }
+            switch work {
+            case .block(_, let label, let body):
+                if let label {
+                    runningLabel.withLock { $0 = label }
+                    body()
+                    runningLabel.withLock { $0 = nil }
+                } else {
+                    body()
+                }
+            case .job(let job, .serial(let executor)):
+                job.runSynchronously(on: executor)
+            case .job(let job, .task(let executor)):
+                job.runSynchronously(on: executor)
+            case .command(let change):
+                change(self)
+            }
+        }
+        // Blocks held by a nested run came after `kept`; keep the order.
+        held = kept + held
+    }
+
+    private func performSignalledSources(_ items: ModeItems, stopAfterOne: Bool) -> Bool {
+        var handled = false
+        for source in items.sources where source.signalled.load(ordering: .acquiring) {
+            guard source.signalled.exchange(false, ordering: .acquiringAndReleasing), source.isValid else { continue }
+            source.onPerform()
+            handled = true
+            if stopAfterOne { break }
+        }
+        return handled
+    }
+
+    private func timeout(_ items: ModeItems, _ deadline: ContinuousClock.Instant?) -> Duration? {
+        var wake = deadline
+        if let next = nextTimerDate(items) { wake = min(wake ?? next, next) }
+        return wake.map { $0 - .now }
+    }
+
+    private func nextTimerDate(_ items: ModeItems) -> ContinuousClock.Instant? {
+        while let top = items.timers.top {
+            if isLive(top, items) { return top.latest }
+            items.timers.pop()
+        }
+        return nil
+    }
+
+    private func isLive(_ entry: TimerHeap.Entry, _ items: ModeItems) -> Bool {
+        items.timerIDs.contains(ObjectIdentifier(entry.timer)) && entry.generation == entry.timer.generation
+    }
+
+    /// Sleeps (or polls) in the poller; returns the ready descriptor events.
+    private func waitForWork(timeout: Duration?) -> [PollEvent] {
+        var timeout = timeout
+        if timeout != .zero {
+            let mustPoll = inbox.withLock { state -> Bool in
+                if !state.work.isEmpty || state.wakeRequested { return true }
+                state.sleeping = true
+                return false
+            }
+            if mustPoll { timeout = .zero }
+        }
+        if stopRequested.load(ordering: .acquiring) { timeout = .zero }
+        var ready: [PollEvent] = []
+        do {
+            _ = try poller.wait(timeout: timeout) { ready.append($0) }
+        } catch {
+            // epoll_pwait2 fails only on a broken loop (EBADF/EINVAL); do not spin.
+            fatalError("ThreadLoop \(name): epoll wait failed: \(error)")
+        }
+        inbox.withLock { state in
+            state.sleeping = false
+            state.wakePending = false
+            state.wakeRequested = false
+        }
+        return ready
+    }
+
+    private func fireDueTimers(_ mode: LoopMode, _ items: ModeItems) {
+        let now = ContinuousClock.now
+        while let top = items.timers.top, top.latest <= now || top.fireDate <= now {
+            items.timers.pop()
+            guard isLive(top, items) else { continue }
+            let timer = top.timer
+            timer.handler(timer)
+            guard timer.isValid, timer.attachment.withLock({ $0.loop === self }) else { continue }
+            if let interval = timer.interval {
+                let next = timer.nextFireDate(after: .now, interval: interval)
+                let (date, generation) = timer.reschedule(to: next)
+                for mode in timer.attachment.withLock({ $0.modes }) {
+                    if let target = modes[mode] { pushTimer(timer, date: date, generation: generation, into: target) }
+                }
+            } else {
+                timer.invalidate()
+            }
+        }
+    }
+
+    private func handleReadyDescriptors(_ ready: [PollEvent], _ items: ModeItems) -> Bool {
+        var handled = false
+        for event in ready {
+            // Removed since the wait (maybe by an earlier handler): no callback.
+            guard let source = descriptorSources[event.token] else { continue }
+            guard items.descriptors[event.token] != nil else { park(source); continue }
+            var events: DescriptorEvents = []
+            if event.events.contains(.readable) { events.insert(.readable) }
+            if event.events.contains(.writable) { events.insert(.writable) }
+            if event.events.contains(.hangup) { events.insert(.hangup) }
+            if event.events.contains(.error) { events.insert(.error) }
+            source.handler(source, events)
+            handled = true
+        }
+        return handled
+    }
+}
+
+/// The thread-local slot holding each thread's loop; its destructor ends the loop when
+/// the thread exits.
+private let loopKey: pthread_key_t = {
+    var key = pthread_key_t()
+    let status = pthread_key_create(&key) { raw in
+        guard let raw else { return }
+        let loop = Unmanaged<ThreadLoop>.fromOpaque(raw).takeRetainedValue()
+        loop.threadDidEnd()
+    }
+    precondition(status == 0, "pthread_key_create failed: \(status)")
+    return key
+}()
+
+private let mainLoop: ThreadLoop = {
+    do {
+        return try ThreadLoop(name: "main")
+    } catch {
+        fatalError("ThreadLoop.main: cannot make the main loop: \(error)")
+    }
+}()

@@ -1,0 +1,3 @@
+import Testing
+@testable import NamedPortServer
+@Test func placeholder() { #expect(true) }

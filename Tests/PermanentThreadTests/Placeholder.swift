@@ -1,0 +1,3 @@
+import Testing
+@testable import PermanentThread
+@Test func placeholder() { #expect(true) }
