@@ -34,11 +34,22 @@ let package = Package(
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
 
-        .testTarget(name: "PermanentThreadTests", dependencies: ["PermanentThread"], swiftSettings: strict),
-        .testTarget(name: "PortMessagingTests", dependencies: ["PortMessaging"], swiftSettings: strict),
+        // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
+        .executableTarget(
+            name: "portkit-test-helper",
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
+            path: "Tests/TestHelper",
+            swiftSettings: strict),
+
+        .testTarget(
+            name: "PermanentThreadTests", dependencies: ["PermanentThread", "portkit-test-helper"],
+            swiftSettings: strict),
+        .testTarget(
+            name: "PortMessagingTests", dependencies: ["PortMessaging", "portkit-test-helper"],
+            swiftSettings: strict),
         .testTarget(
             name: "NamedPortServerTests",
-            dependencies: ["NamedPortServer", "PermanentThread", "PortMessaging"],
+            dependencies: ["NamedPortServer", "PermanentThread", "PortMessaging", "portkit-test-helper"],
             swiftSettings: strict),
     ]
 )

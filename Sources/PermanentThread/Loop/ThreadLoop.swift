@@ -205,6 +205,9 @@ public final class ThreadLoop: @unchecked Sendable {
         try enqueue(.job(job, target))
     }
 
+    /// Whether no work waits in the inbox (it may still be held or running).
+    package var inboxIsEmpty: Bool { inbox.withLock { $0.work.isEmpty } }
+
     /// Whether the loop no longer accepts work.
     package var isClosed: Bool { inbox.withLock { $0.closed } }
 

@@ -1,5 +1,6 @@
 import Glibc
 import CPortKitSystem
+import Synchronization
 
 /// The Linux poller: one epoll instance and one eventfd for wake-ups.
 ///
@@ -10,6 +11,10 @@ package final class EpollPoller: Poller {
     private let wakeEvent: FileDescriptor
     private let capacity = 64
     private let buffer: UnsafeMutablePointer<epoll_event>
+
+    /// How many wake-up writes were made: tests prove wakes are coalesced with it.
+    package var wakeWrites: Int { writes.load(ordering: .relaxed) }
+    private let writes = Atomic<Int>(0)
 
     /// The token reserved for the wake-up eventfd.
     private static let wakeToken = UInt64.max
@@ -97,6 +102,7 @@ package final class EpollPoller: Poller {
 
     /// Wakes a waiting (or the next) `wait`. The corresponding C function is `eventfd_write`.
     package func wakeUp() {
+        writes.add(1, ordering: .relaxed)
         var one: UInt64 = 1
         // EAGAIN means the counter is saturated: a wake-up is pending anyway.
         _ = withUnsafeBytes(of: &one) { try? wakeEvent.write($0) }

@@ -1,3 +1,0 @@
-import Testing
-@testable import PermanentThread
-@Test func placeholder() { #expect(true) }

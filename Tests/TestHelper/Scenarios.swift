@@ -1,0 +1,16 @@
+import Glibc
+
+/// A scenario: takes its arguments, returns the exit status.
+typealias Scenario = @Sendable ([String]) -> Int32
+
+/// Every scenario by name. Each family of scenarios lives in a file of its own and is
+/// listed here.
+let scenarios: [String: Scenario] = [
+    "loop-descriptor-cycle": loopDescriptorCycle,
+]
+
+/// Prints a line and flushes, so a parent reading a pipe sees it at once.
+func say(_ line: String) {
+    print(line)
+    fflush(nil)  // every output stream
+}
