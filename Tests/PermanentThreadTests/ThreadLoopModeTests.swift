@@ -72,23 +72,31 @@ struct ThreadLoopModeTests {
 
     @Test func overrunningRepeatingTimerSkipsMissedFires() throws {
         let loop = ThreadLoop.current
-        let fires = Recorder<ContinuousClock.Instant>()
+        // (scheduled date, time the handler ran, time the handler returned)
+        let fires = Recorder<(scheduled: ContinuousClock.Instant, ran: ContinuousClock.Instant, returned: ContinuousClock.Instant)>()
         let timer = LoopTimer(after: .milliseconds(10), repeating: .milliseconds(10)) { timer in
-            fires.append(.now)
-            if fires.count == 1 {
+            let scheduled = timer.fireDate, ran = ContinuousClock.now
+            if fires.count == 0 {
                 // The overrun under test: a handler that blocks for 35 ms.
-                let end = ContinuousClock.now + .milliseconds(35)
-                while ContinuousClock.now < end {}
+                while ContinuousClock.now < ran + .milliseconds(35) {}
             }
+            fires.append((scheduled, ran, .now))
             if fires.count == 3 { timer.invalidate() }
         }
         try loop.add(timer, forMode: .default)
         #expect(try loop.run(mode: .default, until: .now + .seconds(60)) == .finished)
-        let times = fires.all
-        try #require(times.count == 3)
-        // No burst: the second fire comes at a later date of the schedule, not at once.
-        #expect(times[1] - times[0] >= .milliseconds(35))
-        #expect(times[2] - times[1] >= .milliseconds(5))
+        let f = fires.all
+        try #require(f.count == 3)
+        // Once, not a burst: the fire after the overrun is a date of the schedule that was
+        // still in the future when the handler returned (the 3 missed dates are skipped).
+        #expect(f[1].scheduled > f[0].returned)
+        #expect(f[1].scheduled - f[0].scheduled >= .milliseconds(40))
+        for i in 1..<3 {
+            let periods = (f[i].scheduled - f[0].scheduled) / .milliseconds(10)
+            #expect(abs(periods - periods.rounded()) < 0.001, "fire \(i) is on the schedule")
+            #expect(f[i].ran >= f[i].scheduled)
+        }
+        #expect(f[2].scheduled > f[1].scheduled)
     }
 
     @Test func timerToleranceAndFireOrder() throws {

@@ -130,13 +130,18 @@ struct ThreadLoopRunTests {
     }
 
     @Test func anItemBelongsToOneLoop() throws {
-        let other = LoopThread { _ in }
-        #expect(other.join())
+        let other = LoopThread { loop in
+            let keep = keepAlive()
+            try! loop.add(keep, forMode: .default)
+            _ = try! loop.run(mode: .default, until: .now + .seconds(60))
+        }
         let timer = LoopTimer(after: .seconds(60)) { _ in }
         try ThreadLoop.current.add(timer, forMode: "one-loop")
         #expect(throws: ThreadLoopError.scheduledOnAnotherLoop) { try other.loop.add(timer) }
         timer.invalidate()
         #expect(throws: ThreadLoopError.invalidated) { try ThreadLoop.current.add(timer) }
+        other.loop.stop()
+        #expect(other.join())
         // The loop ends with its thread (just after the body returned).
         #expect(eventually { other.loop.isClosed })
         #expect(throws: ThreadLoopError.loopEnded) { try other.loop.perform {} }

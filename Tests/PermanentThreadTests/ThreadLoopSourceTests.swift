@@ -117,6 +117,33 @@ struct ThreadLoopSourceTests {
         #expect(calls.load(ordering: .relaxed) == 1)
     }
 
+    @Test func descriptorSourceAddedToTwoModesFromAnotherThread() throws {
+        let pipe = try FileDescriptor.pipe(nonBlocking: true)
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let calls = Recorder<LoopMode?>()
+        let added = DispatchSemaphore(value: 0)
+        let results = Recorder<LoopRunResult>()
+        let worker = LoopThread { loop in
+            added.wait()
+            for mode: LoopMode in ["first", "second"] {
+                results.append(try! loop.run(mode: mode, until: .now + .seconds(60), returnAfterSourceHandled: true))
+            }
+        }
+        let source = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
+            var byte: UInt8 = 0
+            _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+            calls.append(ThreadLoop.current.currentMode)
+        }
+        try worker.loop.add(source, forMode: "first")
+        try worker.loop.add(source, forMode: "second")
+        _ = [UInt8]([1, 2]).withUnsafeBytes { try! pipe.write.write($0) }
+        added.signal()
+        #expect(worker.join())
+        #expect(results.all == [.handledSource, .handledSource])
+        #expect(calls.all == ["first", "second"])
+        source.invalidate()
+    }
+
     @Test func descriptorErrorsReachTheCaller() throws {
         let loop = ThreadLoop.current
         let bad = DescriptorSource(descriptor: 99_999) { _, _ in }

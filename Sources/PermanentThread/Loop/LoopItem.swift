@@ -8,6 +8,8 @@ struct Attachment {
     var isValid = true
     /// The real modes (never `common`) the item is in on its loop. Loop thread only.
     var modes: Set<LoopMode> = []
+    /// A descriptor source's descriptor is in the loop's epoll set.
+    var registered = false
 
     /// Claims the item for `loop`, or says why it cannot be.
     mutating func attach(to loop: ThreadLoop) throws(ThreadLoopError) {

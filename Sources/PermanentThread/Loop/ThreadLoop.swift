@@ -121,7 +121,7 @@ public final class ThreadLoop: @unchecked Sendable {
         }
         for item in everything {
             item.withAttachment { attachment in
-                if attachment.loop === self { attachment.loop = nil; attachment.modes = [] }
+                if attachment.loop === self { attachment = Attachment(loop: nil, isValid: attachment.isValid) }
             }
         }
         modes.removeAll()
@@ -277,32 +277,28 @@ public final class ThreadLoop: @unchecked Sendable {
     ///   descriptor, `.system` when the kernel refuses it (a bad descriptor, a regular file),
     ///   `.invalidated`, `.scheduledOnAnotherLoop`, `.loopEnded`.
     public func add(_ source: DescriptorSource, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
-        // Registering is thread-safe in the kernel, so errors reach the caller now. The
-        // descriptor starts parked (no events) until the loop's thread takes it.
-        let isNew = try source.attachment.withLock { (a) throws(ThreadLoopError) -> Bool in
+        try checkOpen()
+        // Registering is thread-safe in the kernel, so its errors reach the caller now. The
+        // descriptor starts parked (no events) until the loop's thread arms it.
+        let mustRegister = try source.attachment.withLock { (a) throws(ThreadLoopError) -> Bool in
             try a.attach(to: self)
-            return a.modes.isEmpty
+            defer { a.registered = true }
+            return !a.registered
         }
-        if isNew {
+        if mustRegister {
             do {
                 try poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
-            } catch Errno.alreadyExists {
-                if !isCurrent || descriptorSources[source.token] == nil {
-                    // Registered already by this source's pending add, or by another source.
-                    if descriptorSourceWatches(source.descriptor, other: source) {
-                        throw .descriptorAlreadyWatched(source.descriptor)
-                    }
-                }
             } catch {
+                source.attachment.withLock { a in
+                    a.registered = false
+                    if a.modes.isEmpty { a.loop = nil }
+                }
+                // EEXIST: this descriptor is in the loop's epoll set already, for another source.
+                if error == .alreadyExists { throw .descriptorAlreadyWatched(source.descriptor) }
                 throw ThreadLoopError("epoll_ctl(ADD, \(source.descriptor))", error)
             }
         }
-        try add(.descriptor(source), mode)
-    }
-
-    private func descriptorSourceWatches(_ descriptor: CInt, other source: DescriptorSource) -> Bool {
-        guard isCurrent else { return true }
-        return descriptorSources.values.contains { $0.descriptor == descriptor && $0 !== source }
+        onLoopThread { loop in loop.insert(.descriptor(source), into: mode) }
     }
 
     /// Removes a timer from a mode; it stays valid and can be added again.
@@ -316,9 +312,15 @@ public final class ThreadLoop: @unchecked Sendable {
     public func remove(_ source: DescriptorSource, forMode mode: LoopMode = .default) { remove(.descriptor(source), mode) }
 
     private func add(_ item: LoopItem, _ mode: LoopMode) throws(ThreadLoopError) {
+        try checkOpen()
         try item.withAttachment { (a) throws(ThreadLoopError) in try a.attach(to: self) }
-        if inbox.withLock({ $0.closed }) && !isCurrent { throw .loopEnded }
         onLoopThread { loop in loop.insert(item, into: mode) }
+    }
+
+    /// Changes from other threads travel through the inbox, which a loop that ended (or a
+    /// stopped permanent thread's loop) no longer takes.
+    private func checkOpen() throws(ThreadLoopError) {
+        if !isCurrent && inbox.withLock({ $0.closed }) { throw .loopEnded }
     }
 
     private func remove(_ item: LoopItem, _ mode: LoopMode) {
@@ -361,7 +363,14 @@ public final class ThreadLoop: @unchecked Sendable {
         case .source(let source):
             source.onSchedule?(self, mode)
         case .descriptor(let source):
-            if firstMode { descriptorSources[source.token] = source }
+            if firstMode {
+                descriptorSources[source.token] = source
+                // Deregistered by a removal that was carried out after this add was made.
+                let registered = source.attachment.withLock { a in defer { a.registered = true }; return a.registered }
+                if !registered {
+                    try? poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+                }
+            }
             // Armed now if the loop runs this mode; otherwise it stays parked until it does.
             if runStack.last == mode || firstMode {
                 parkedSources[source.token] = source
@@ -406,6 +415,7 @@ public final class ThreadLoop: @unchecked Sendable {
                 descriptorSources[source.token] = nil
                 parkedSources[source.token] = nil
                 try? poller.deregister(FileDescriptor(rawValue: source.descriptor))
+                source.attachment.withLock { $0.registered = false }
             }
         case .observer:
             break
@@ -510,7 +520,6 @@ public final class ThreadLoop: @unchecked Sendable {
             if handleReadyDescriptors(ready, items) { sourceHandled = true }
             runBlocks(mode)
 
-            if ended { return .finished }
             if sourceHandled && returnAfterSourceHandled { return .handledSource }
             if let deadline, deadline <= .now { return .timedOut }
             if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
