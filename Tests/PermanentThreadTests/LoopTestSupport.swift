@@ -11,7 +11,7 @@ final class LoopThread: Sendable {
     /// Starts a thread, makes its loop, hands the loop back, then runs `body` on the thread.
     init(name: String = "test-loop", _ body: @escaping @Sendable (ThreadLoop) -> Void) {
         let ready = DispatchSemaphore(value: 0)
-        let box = Mutex<ThreadLoop?>(nil)
+        let box = Locked<ThreadLoop?>(nil)
         let finished = self.finished
         let thread = Thread {
             let loop = ThreadLoop.current
@@ -46,7 +46,7 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bo
 
 /// A thread-safe list for recording what happened, in order.
 final class Recorder<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
+    private let items = Locked<[Element]>([])
     func append(_ element: Element) { items.withLock { $0.append(element) } }
     var all: [Element] { items.withLock { $0 } }
     var count: Int { items.withLock { $0.count } }

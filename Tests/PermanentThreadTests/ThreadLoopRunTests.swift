@@ -41,7 +41,7 @@ struct ThreadLoopRunTests {
     }
 
     @Test func stopFromAnotherThreadEndsTheRun() throws {
-        let result = Mutex<LoopRunResult?>(nil)
+        let result = Locked<LoopRunResult?>(nil)
         let running = Atomic<Bool>(false)
         let worker = LoopThread { loop in
             let source = keepAlive()
@@ -113,7 +113,7 @@ struct ThreadLoopRunTests {
             schedule: { _, mode in scheduled.append("schedule \(mode)") },
             cancel: { _, mode in scheduled.append("cancel \(mode)") },
             perform: { performed.add(1, ordering: .relaxed) })
-        let result = Mutex<LoopRunResult?>(nil)
+        let result = Locked<LoopRunResult?>(nil)
         let worker = LoopThread { loop in
             try! loop.add(source, forMode: .default)
             let r = try! loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true)

@@ -8,7 +8,7 @@ import Testing
 struct ThreadLoopSourceTests {
     @Test func performBlocksFromFourThreadsRunOnceInProducerOrder() throws {
         let producers = 4, perProducer = 25_000
-        let seen = Mutex([[Int]](repeating: [], count: producers))
+        let seen = Locked([[Int]](repeating: [], count: producers))
         let total = Atomic<Int>(0)
         let worker = LoopThread { loop in
             let keep = keepAlive()
@@ -158,7 +158,7 @@ struct ThreadLoopSourceTests {
     }
 
     @Test func idleLoopUsesNoCPU() throws {
-        let cpu = Mutex<Duration?>(nil)
+        let cpu = Locked<Duration?>(nil)
         let worker = LoopThread { loop in
             let keep = keepAlive()
             try! loop.add(keep, forMode: .default)

@@ -29,7 +29,7 @@ struct Attachment {
 /// The lock around an item's `Attachment`, shared by reference so every kind of item
 /// can hand it to the loop the same way.
 final class AttachmentLock: Sendable {
-    private let state = Mutex(Attachment())
+    private let state = Locked(Attachment())
 
     func withLock<R, E: Error>(_ body: (inout Attachment) throws(E) -> R) throws(E) -> R {
         try state.withLock { (a) throws(E) -> R in try body(&a) }

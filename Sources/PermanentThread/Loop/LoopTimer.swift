@@ -13,7 +13,7 @@ public final class LoopTimer: Sendable {
     public let tolerance: Duration
     let handler: @Sendable (LoopTimer) -> Void
     let attachment = AttachmentLock()
-    private let schedule: Mutex<Schedule>
+    private let schedule: Locked<Schedule>
 
     struct Schedule {
         var fireDate: ContinuousClock.Instant
@@ -36,7 +36,7 @@ public final class LoopTimer: Sendable {
         self.interval = interval
         self.tolerance = max(tolerance, .zero)
         self.handler = handler
-        self.schedule = Mutex(Schedule(fireDate: fireDate))
+        self.schedule = Locked(Schedule(fireDate: fireDate))
     }
 
     /// Makes a timer that first fires `delay` from now.

@@ -22,10 +22,10 @@ public final class ThreadLoop: @unchecked Sendable {
     // MARK: Shared with other threads
 
     let poller: EpollPoller
-    private let inbox: Mutex<Inbox>
+    private let inbox: Locked<Inbox>
     private let stopRequested = Atomic<Bool>(false)
     /// The optional label of the block being run, for the stall monitor.
-    package let runningLabel = Mutex<String?>(nil)
+    package let runningLabel = Locked<String?>(nil)
     /// The name given to the loop, shown in reports.
     public let name: String
 
@@ -59,7 +59,7 @@ public final class ThreadLoop: @unchecked Sendable {
         } catch {
             throw ThreadLoopError("epoll_create1/eventfd", error)
         }
-        inbox = Mutex(Inbox())
+        inbox = Locked(Inbox())
         self.name = name
     }
 
