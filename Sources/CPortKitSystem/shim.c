@@ -28,3 +28,64 @@ int portkit_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
 
 #include <fcntl.h>
 int portkit_pipe2(int fds[2], int flags) { return pipe2(fds, flags); }
+
+#include <poll.h>
+#include <string.h>
+#include <errno.h>
+
+ssize_t portkit_send_with_descriptors(int fd, const void *bytes, size_t length,
+                                      const int *descriptors, int count, int flags) {
+    struct iovec iov = { .iov_base = (void *)bytes, .iov_len = length };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char control[CMSG_SPACE(sizeof(int) * 253)];
+    if (count > 0) {
+        if (count > 253) { errno = EINVAL; return -1; }
+        memset(control, 0, CMSG_SPACE(sizeof(int) * count));
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * count);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * count);
+        memcpy(CMSG_DATA(c), descriptors, sizeof(int) * count);
+    }
+    return sendmsg(fd, &msg, flags);
+}
+
+ssize_t portkit_receive_with_descriptors(int fd, void *bytes, size_t capacity,
+                                         int *descriptors, int max_descriptors, int *count,
+                                         int *truncated, int flags) {
+    struct iovec iov = { .iov_base = bytes, .iov_len = capacity };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    char control[CMSG_SPACE(sizeof(int) * 253)];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    *count = 0;
+    *truncated = 0;
+    ssize_t n = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
+    if (n < 0) return n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        int received = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        int *data = (int *)CMSG_DATA(c);
+        for (int i = 0; i < received; i++) {
+            if (*count < max_descriptors) descriptors[(*count)++] = data[i];
+            else { close(data[i]); *truncated = 1; }
+        }
+    }
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) *truncated = 1;
+    return n;
+}
+
+int portkit_poll_one(int fd, short events, int timeout_ms) {
+    struct pollfd p = { .fd = fd, .events = events, .revents = 0 };
+    int n = poll(&p, 1, timeout_ms);
+    if (n <= 0) return n;
+    return p.revents;
+}

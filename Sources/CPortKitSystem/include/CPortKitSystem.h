@@ -25,4 +25,20 @@ int portkit_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// pipe2(2).
 int portkit_pipe2(int fds[2], int flags);
 
+/// Sends one datagram (or stream chunk) with optional descriptors as SCM_RIGHTS.
+/// Returns bytes sent or -1 with errno. flags are passed to sendmsg (use MSG_NOSIGNAL).
+ssize_t portkit_send_with_descriptors(int fd, const void *bytes, size_t length,
+                                      const int *descriptors, int count, int flags);
+
+/// Receives one datagram with up to max_descriptors SCM_RIGHTS descriptors (close-on-exec).
+/// Returns bytes received (0 at end of stream) or -1 with errno; *count gets the number of
+/// descriptors received; *truncated is set when the datagram or the descriptors did not fit.
+ssize_t portkit_receive_with_descriptors(int fd, void *bytes, size_t capacity,
+                                         int *descriptors, int max_descriptors, int *count,
+                                         int *truncated, int flags);
+
+/// Waits up to timeout_ms (-1: for ever) for events on one descriptor; returns revents,
+/// 0 on time-out, -1 with errno.
+int portkit_poll_one(int fd, short events, int timeout_ms);
+
 #endif

@@ -10,7 +10,8 @@ public struct DescriptorEvents: OptionSet, Hashable, Sendable {
     public static let readable = DescriptorEvents(rawValue: 1 << 0)
     /// The descriptor can be written without blocking.
     public static let writable = DescriptorEvents(rawValue: 1 << 1)
-    /// The peer hung up (reported with `readable`, never asked for).
+    /// The peer hung up or shut down its end. Reported with `readable`; asked for alone, it
+    /// watches a connection for its peer's death without being woken by incoming data.
     public static let hangup = DescriptorEvents(rawValue: 1 << 2)
     /// An error is pending (reported, never asked for).
     public static let error = DescriptorEvents(rawValue: 1 << 3)
@@ -37,14 +38,14 @@ public final class DescriptorSource: Sendable {
     /// Makes a descriptor source.
     /// - Parameters:
     ///   - descriptor: the descriptor to watch; the caller keeps ownership.
-    ///   - events: `.readable`, `.writable` or both.
+    ///   - events: `.readable`, `.writable`, both, or `.hangup` alone.
     ///   - handler: called on the loop's thread with the source and what is ready.
     public init(
         descriptor: CInt, events: DescriptorEvents = .readable,
         handler: @escaping @Sendable (DescriptorSource, DescriptorEvents) -> Void
     ) {
         self.descriptor = descriptor
-        self.events = events.intersection([.readable, .writable])
+        self.events = events.intersection([.readable, .writable, .hangup])
         self.handler = handler
         self.token = Self.tokens.wrappingAdd(1, ordering: .relaxed).oldValue
     }
@@ -63,6 +64,7 @@ public final class DescriptorSource: Sendable {
         var interest: PollEvents = []
         if events.contains(.readable) { interest.insert(.readable) }
         if events.contains(.writable) { interest.insert(.writable) }
+        if events.contains(.hangup) { interest.insert(.hangup) }
         return interest
     }
 }

@@ -45,6 +45,7 @@ package final class EpollPoller: Poller {
         var mask: UInt32 = 0
         if interest.contains(.readable) { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if interest.contains(.writable) { mask |= EPOLLOUT.rawValue }
+        if interest.contains(.hangup) { mask |= EPOLLRDHUP.rawValue }
         return mask
     }
 

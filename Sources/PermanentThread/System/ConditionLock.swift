@@ -1,0 +1,68 @@
+import Glibc
+
+/// A value guarded by a pthread mutex, with a condition variable to wait for changes of it
+/// with a deadline. Used where a thread must block: a full queue, a reply not yet there.
+package final class ConditionLock<Value>: @unchecked Sendable {
+    // Safety of @unchecked Sendable: `value` is only reached with `mutex` held (in
+    // `withLock` and `wait`); the mutex and condition live at fixed heap addresses.
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var value: Value
+
+    /// Guards `value`.
+    package init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value while holding the lock.
+    package func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
+    /// Holds the lock until `ready` returns a result or `deadline` passes (`nil`: no
+    /// deadline); `ready` is asked again after every `signal`/`broadcast`. Returns `nil`
+    /// on time-out.
+    package func wait<Result>(until deadline: ContinuousClock.Instant?, _ ready: (inout Value) -> Result?) -> Result? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while true {
+            if let result = ready(&value) { return result }
+            guard let deadline else {
+                pthread_cond_wait(condition, mutex)
+                continue
+            }
+            let left = deadline - .now
+            if left <= .zero { return nil }
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let (seconds, attoseconds) = left.components
+            var nanoseconds = now.tv_nsec + Int(attoseconds / 1_000_000_000)
+            var wake = timespec(tv_sec: now.tv_sec + Int(seconds) + nanoseconds / 1_000_000_000, tv_nsec: 0)
+            nanoseconds %= 1_000_000_000
+            wake.tv_nsec = nanoseconds
+            pthread_cond_timedwait(condition, mutex, &wake)
+        }
+    }
+
+    /// Wakes every waiter (they re-check their condition).
+    package func broadcast() { pthread_cond_broadcast(condition) }
+}

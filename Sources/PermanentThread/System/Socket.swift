@@ -1,0 +1,97 @@
+import CPortKitSystem
+import Glibc
+
+/// Unix-domain socket calls on `FileDescriptor`, each retrying on `EINTR` and throwing `Errno`.
+extension FileDescriptor {
+    /// Makes a connected pair of Unix-domain sockets (close-on-exec, optionally non-blocking).
+    ///
+    /// The corresponding C function is `socketpair`.
+    package static func socketPair(
+        type: CInt = CInt(SOCK_SEQPACKET.rawValue), nonBlocking: Bool = true
+    ) throws(Errno) -> (FileDescriptor, FileDescriptor) {
+        var fds: (CInt, CInt) = (-1, -1)
+        let flags = type | CInt(SOCK_CLOEXEC.rawValue) | (nonBlocking ? CInt(SOCK_NONBLOCK.rawValue) : 0)
+        try withUnsafeMutableBytes(of: &fds) { raw throws(Errno) in
+            let p = raw.baseAddress!.assumingMemoryBound(to: CInt.self)
+            try nothingOrErrno { socketpair(AF_UNIX, flags, 0, p) }.get()
+        }
+        return (FileDescriptor(rawValue: fds.0), FileDescriptor(rawValue: fds.1))
+    }
+
+    /// Sends `bytes` with `descriptors` attached (SCM_RIGHTS), never raising SIGPIPE and never
+    /// blocking. Returns the number of bytes sent.
+    ///
+    /// The corresponding C function is `sendmsg` with `MSG_NOSIGNAL | MSG_DONTWAIT`.
+    package func send(_ bytes: UnsafeRawBufferPointer, descriptors: [CInt] = []) throws(Errno) -> Int {
+        try valueOrErrno {
+            descriptors.withUnsafeBufferPointer { fds in
+                portkit_send_with_descriptors(
+                    rawValue, bytes.baseAddress, bytes.count, fds.baseAddress, CInt(fds.count),
+                    CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
+            }
+        }.get()
+    }
+
+    /// What one `receive` got.
+    package struct Received {
+        /// Bytes received; 0 means the peer closed.
+        package var count: Int
+        /// Descriptors that came with them; the caller owns and must close them.
+        package var descriptors: [CInt]
+        /// The datagram or its descriptors did not fit the buffers (the excess is discarded).
+        package var truncated: Bool
+    }
+
+    /// Receives one datagram (or what a stream has) and the descriptors sent with it,
+    /// close-on-exec, without blocking.
+    ///
+    /// The corresponding C function is `recvmsg` with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`.
+    package func receive(into buffer: UnsafeMutableRawBufferPointer, maxDescriptors: Int = 253) throws(Errno) -> Received {
+        var fds = [CInt](repeating: -1, count: max(1, maxDescriptors))
+        var count: CInt = 0
+        var truncated: CInt = 0
+        let n = try valueOrErrno {
+            fds.withUnsafeMutableBufferPointer { fdBuffer in
+                portkit_receive_with_descriptors(
+                    rawValue, buffer.baseAddress, buffer.count, fdBuffer.baseAddress, CInt(maxDescriptors),
+                    &count, &truncated, CInt(MSG_DONTWAIT))
+            }
+        }.get()
+        return Received(count: n, descriptors: Array(fds.prefix(Int(count))), truncated: truncated != 0)
+    }
+
+    /// Waits until the descriptor is ready for `events` (`POLLIN`, `POLLOUT`) or `timeout`
+    /// passes (`nil`: for ever). Returns the ready events (`revents`), or 0 on time-out.
+    ///
+    /// The corresponding C function is `poll`.
+    package func poll(_ events: CShort, timeout: Duration?) throws(Errno) -> CShort {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        while true {
+            var milliseconds: CInt = -1
+            if let deadline {
+                let left = deadline - .now
+                milliseconds = left <= .zero ? 0 : CInt(min(left / .milliseconds(1), Double(CInt.max / 2)).rounded(.up))
+            }
+            let result = portkit_poll_one(rawValue, events, milliseconds)
+            if result >= 0 { return CShort(truncatingIfNeeded: result) }
+            let error = Errno.current
+            if error != .interrupted { throw error }
+        }
+    }
+
+    /// Shuts down reading and writing, waking every thread blocked on the socket.
+    ///
+    /// The corresponding C function is `shutdown`.
+    package func shutdown() {
+        _ = Glibc.shutdown(rawValue, CInt(SHUT_RDWR))
+    }
+
+    /// The peer's process id, user id and group id (SO_PEERCRED).
+    ///
+    /// The corresponding C function is `getsockopt`.
+    package func peerCredentials() throws(Errno) -> (pid: pid_t, uid: uid_t, gid: gid_t) {
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        try nothingOrErrno { portkit_peer_credentials(rawValue, &pid, &uid, &gid) }.get()
+        return (pid, uid, gid)
+    }
+}
