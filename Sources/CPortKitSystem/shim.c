@@ -89,3 +89,24 @@ int portkit_poll_one(int fd, short events, int timeout_ms) {
     if (n <= 0) return n;
     return p.revents;
 }
+
+#include <signal.h>
+#include <time.h>
+
+ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length) {
+    sigset_t pipe_only, old, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+    ssize_t n = write(fd, bytes, length);
+    int saved = errno;
+    if (n < 0 && saved == EPIPE && !was_pending) {
+        struct timespec zero = { 0, 0 };
+        while (sigtimedwait(&pipe_only, NULL, &zero) < 0 && errno == EINTR) {}
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+    return n;
+}

@@ -41,4 +41,10 @@ ssize_t portkit_receive_with_descriptors(int fd, void *bytes, size_t capacity,
 /// 0 on time-out, -1 with errno.
 int portkit_poll_one(int fd, short events, int timeout_ms);
 
+/// write(2) that never raises SIGPIPE: SIGPIPE is blocked in the calling thread for the
+/// call, and one it caused is consumed before the mask is restored. For pipes, where
+/// MSG_NOSIGNAL does not exist. Returns bytes written or -1 with errno (EPIPE for a
+/// closed reader).
+ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length);
+
 #endif
