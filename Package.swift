@@ -30,7 +30,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
 

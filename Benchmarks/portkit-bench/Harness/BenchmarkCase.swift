@@ -1,0 +1,65 @@
+/// A named measurement and the implementations compared on it.
+///
+/// Every impl measures the same thing and reports one sample per run, in `unit`. The
+/// runner alternates the impls run by run, so each sees the same machine conditions.
+struct BenchmarkCase {
+    /// A dotted name, `family.what`; `--filter` matches a substring of it.
+    let name: String
+    /// The unit of every sample, for example "µs". Lower is better.
+    let unit: String
+    /// The implementations, the PortKit one (named `portkit`) first by convention.
+    let impls: [BenchmarkImpl]
+}
+
+/// One implementation of a benchmark case.
+///
+/// `start` runs once, before the first run (start threads, open descriptors, here); it
+/// returns the `Instance` whose `measure` is called once per run and whose `stop` is
+/// called once after the last run.
+struct BenchmarkImpl {
+    /// An impl ready to measure: what one run does, and how to clean up.
+    struct Instance {
+        /// Performs one measured run and returns its sample.
+        let measure: () throws -> Double
+        /// Releases what `start` made (joins threads, closes descriptors).
+        let stop: () -> Void
+
+        init(measure: @escaping () throws -> Double, stop: @escaping () -> Void = {}) {
+            self.measure = measure
+            self.stop = stop
+        }
+    }
+
+    /// The impl's name: `portkit`, or the baseline's (`raw`, `dispatch`, ...).
+    let name: String
+    /// Prepares the impl; called once per case, before the first run.
+    let start: () throws -> Instance
+
+    /// An impl that needs setting up: `start` returns what to measure and how to stop.
+    init(_ name: String, start: @escaping () throws -> Instance) {
+        self.name = name
+        self.start = start
+    }
+
+    /// An impl with nothing to set up: `measure` performs one run.
+    init(_ name: String, measure: @escaping () throws -> Double) {
+        self.name = name
+        self.start = { Instance(measure: measure) }
+    }
+}
+
+/// How much work one run does: full for measurements, small for a smoke run (`--quick`).
+struct BenchmarkScale: Sendable {
+    /// Whether this is a smoke run.
+    let isQuick: Bool
+
+    /// `full` normally, `quick` in a smoke run.
+    func count(_ full: Int, quick: Int) -> Int { isQuick ? quick : full }
+}
+
+/// A group of related cases, defined in one file (`LoopBenchmarks.swift`, ...).
+protocol BenchmarkFamily {
+    /// The family's cases, sized for `scale`. Making a case must be cheap: threads and
+    /// descriptors belong in `BenchmarkImpl.start`, which runs only if the case is selected.
+    static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase]
+}

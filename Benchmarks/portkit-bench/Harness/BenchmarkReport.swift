@@ -1,0 +1,98 @@
+import Foundation
+
+/// Where results go: a table for people, or JSON lines for tools.
+protocol BenchmarkReport {
+    /// Called once, before any case runs, with the cases that will run.
+    func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool)
+    /// Called once per case, with one result per impl, as soon as the case is done.
+    func report(_ results: [BenchmarkResult])
+}
+
+/// One JSON object per line and per impl, flushed as each case ends:
+/// `{"bench": "...", "impl": "...", "unit": "...", "median": x, "min": x, "max": x, "runs": n}`.
+struct JSONLinesReport: BenchmarkReport {
+    func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool) {}
+
+    func report(_ results: [BenchmarkResult]) {
+        for result in results {
+            let s = result.summary
+            print("{\"bench\": \(Self.quoted(result.bench)), \"impl\": \(Self.quoted(result.impl)), "
+                + "\"unit\": \(Self.quoted(result.unit)), \"median\": \(Self.number(s.median)), "
+                + "\"min\": \(Self.number(s.min)), \"max\": \(Self.number(s.max)), \"runs\": \(s.count)}")
+        }
+        fflush(nil)
+    }
+
+    /// A JSON number: finite, rounded to a thousandth of the unit.
+    static func number(_ value: Double) -> String {
+        precondition(value.isFinite, "JSON has no \(value)")
+        return "\((value * 1000).rounded() / 1000)"
+    }
+
+    /// A JSON string literal.
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20:
+                out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count)
+                    + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
+
+/// An aligned table, one row per impl, printed as each case ends. For each impl other than
+/// `portkit`, the last column is portkit's median divided by that impl's.
+final class TableReport: BenchmarkReport {
+    private var widths: [Int] = []
+    private static let headers = ["bench", "impl", "unit", "median", "min", "max", "runs", "portkit/impl"]
+
+    func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool) {
+        let benchWidth = cases.map(\.name.count).max() ?? 0
+        let implWidth = cases.flatMap { $0.impls.map(\.name.count) }.max() ?? 0
+        let unitWidth = cases.map(\.unit.count).max() ?? 0
+        widths = [
+            max(benchWidth, 5), max(implWidth, 4), max(unitWidth, 4), 10, 10, 10, 4, Self.headers[7].count,
+        ]
+        print("portkit-bench: \(runs) runs per impl, alternating, after 1 warm-up run\(quick ? " (quick)" : "")")
+        print(row(Self.headers))
+        print(row(widths.map { String(repeating: "-", count: $0) }))
+        fflush(nil)
+    }
+
+    func report(_ results: [BenchmarkResult]) {
+        let portkit = results.first { $0.impl == "portkit" }?.summary.median
+        for result in results {
+            let s = result.summary
+            var ratio = ""
+            if let portkit, result.impl != "portkit", s.median > 0 {
+                ratio = String(format: "%.2fx", portkit / s.median)
+            }
+            print(row([
+                result.bench, result.impl, result.unit,
+                Self.fixed(s.median), Self.fixed(s.min), Self.fixed(s.max), "\(s.count)", ratio,
+            ]))
+        }
+        fflush(nil)
+    }
+
+    private static func fixed(_ value: Double) -> String { String(format: "%.2f", value) }
+
+    /// Text columns left-aligned, numeric columns (from `median` on) right-aligned.
+    private func row(_ cells: [String]) -> String {
+        var line = zip(cells.indices, cells).map { index, cell in
+            let pad = String(repeating: " ", count: max(0, widths[index] - cell.count))
+            return index < 3 ? cell + pad : pad + cell
+        }.joined(separator: "  ")
+        while line.last == " " { line.removeLast() }
+        return line
+    }
+}

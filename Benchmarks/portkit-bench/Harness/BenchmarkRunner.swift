@@ -1,0 +1,42 @@
+/// The summary of one impl of one case.
+struct BenchmarkResult {
+    let bench: String
+    let impl: String
+    let unit: String
+    let summary: Summary
+}
+
+/// Runs a case's impls alternately in this process: after warm-up, impl A run 1,
+/// impl B run 1, A run 2, B run 2, ... so that every impl sees the same machine
+/// conditions (load from other processes, frequency, cache state) run by run.
+struct BenchmarkRunner {
+    /// Measured runs per impl.
+    let runs: Int
+    /// Unrecorded runs per impl before the measured ones (first-touch costs, thread start).
+    let warmUpRuns: Int
+
+    /// Starts every impl, runs them alternately, stops them, and summarizes each.
+    /// - Throws: the first error of an impl's `start` or `measure`; impls already started
+    ///   are stopped first.
+    func run(_ benchCase: BenchmarkCase) throws -> [BenchmarkResult] {
+        precondition(runs > 0, "at least one run")
+        var instances: [BenchmarkImpl.Instance] = []
+        defer { for instance in instances.reversed() { instance.stop() } }
+        for impl in benchCase.impls { instances.append(try impl.start()) }
+
+        for _ in 0..<warmUpRuns {
+            for instance in instances { _ = try instance.measure() }
+        }
+        var samples = [[Double]](repeating: [], count: instances.count)
+        for _ in 0..<runs {
+            for (index, instance) in instances.enumerated() {
+                let sample = try instance.measure()
+                guard sample.isFinite else { throw BenchmarkError.badSample(benchCase.name, benchCase.impls[index].name, sample) }
+                samples[index].append(sample)
+            }
+        }
+        return zip(benchCase.impls, samples).map { impl, samples in
+            BenchmarkResult(bench: benchCase.name, impl: impl.name, unit: benchCase.unit, summary: Summary(samples))
+        }
+    }
+}
