@@ -110,3 +110,9 @@ ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length) {
     errno = saved;
     return n;
 }
+
+#include <sys/prctl.h>
+
+int portkit_set_timer_slack(unsigned long nanoseconds) {
+    return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
+}

@@ -47,4 +47,7 @@ int portkit_poll_one(int fd, short events, int timeout_ms);
 /// closed reader).
 ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length);
 
+/// Sets the calling thread's timer slack (PR_SET_TIMERSLACK), in nanoseconds.
+int portkit_set_timer_slack(unsigned long nanoseconds);
+
 #endif

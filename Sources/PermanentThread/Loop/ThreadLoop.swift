@@ -24,6 +24,9 @@ public final class ThreadLoop: @unchecked Sendable {
     let poller: EpollPoller
     private let inbox: Locked<Inbox>
     private let stopRequested = Atomic<Bool>(false)
+    /// Wake-up writes decided under the inbox lock but made after it: the eventfd is closed
+    /// only once none is in flight.
+    private let wakesInFlight = Atomic<Int>(0)
     /// The optional label of the block being run, for the stall monitor.
     package let runningLabel = Locked<String?>(nil)
     /// The name given to the loop, shown in reports.
@@ -83,6 +86,9 @@ public final class ThreadLoop: @unchecked Sendable {
             return Unmanaged<ThreadLoop>.fromOpaque(raw).takeUnretainedValue()
         }
         let loop = isMainThread ? mainLoop : try ThreadLoop(name: currentThreadName())
+        // The loop sleeps exactly until its next timer (tolerance is its own business), so
+        // the kernel's default 50 µs of slack on the sleep is taken away.
+        _ = portkit_set_timer_slack(1)
         pthread_setspecific(loopKey, Unmanaged.passRetained(loop).toOpaque())
         return loop
     }
@@ -129,6 +135,8 @@ public final class ThreadLoop: @unchecked Sendable {
         descriptorSources.removeAll()
         parkedSources.removeAll()
         commonTimers.removeAll()
+        // No new wake can be claimed (the inbox is closed); let the ones in flight land.
+        while wakesInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
         poller.close()
     }
 
@@ -165,16 +173,29 @@ public final class ThreadLoop: @unchecked Sendable {
     /// Adds work to the inbox and wakes the loop if it sleeps (one eventfd write per
     /// sleep at most; none when called on the loop's thread, which is not asleep).
     private func enqueue(_ work: Work, closing: Bool = false) throws(ThreadLoopError) {
-        try inbox.withLock { (state) throws(ThreadLoopError) in
+        let mustWake = try inbox.withLock { (state) throws(ThreadLoopError) -> Bool in
             guard !state.closed else { throw .loopEnded }
             state.work.append(work)
             if closing { state.closed = true }
-            // Written under the lock so the eventfd cannot be closed under the write.
-            if state.sleeping && !state.wakePending {
-                state.wakePending = true
-                poller.wakeUp()
-            }
+            return claimWake(&state)
         }
+        if mustWake { deliverWake() }
+    }
+
+    /// Decides, under the inbox lock, whether this caller writes the eventfd: only the first
+    /// caller to find the loop asleep does. Counted in flight so the eventfd stays open.
+    private func claimWake(_ state: inout Inbox) -> Bool {
+        guard state.sleeping && !state.wakePending else { return false }
+        state.wakePending = true
+        wakesInFlight.add(1, ordering: .acquiringAndReleasing)
+        return true
+    }
+
+    /// Writes the eventfd outside the lock, so a loop woken on the same CPU does not find
+    /// the lock still held by its waker.
+    private func deliverWake() {
+        poller.wakeUp()
+        wakesInFlight.subtract(1, ordering: .acquiringAndReleasing)
     }
 
     /// Schedules `block` to run on the loop's thread, on a later pass in one of `modes`.
@@ -223,14 +244,12 @@ public final class ThreadLoop: @unchecked Sendable {
 
     /// Makes a sleeping loop pass once, or the next sleep return at once. Safe from any thread.
     public func wakeUp() {
-        inbox.withLock { state in
-            guard !state.closed || !state.work.isEmpty else { return }
+        let mustWake = inbox.withLock { state -> Bool in
+            guard !state.closed || !state.work.isEmpty else { return false }
             state.wakeRequested = true
-            if state.sleeping && !state.wakePending {
-                state.wakePending = true
-                poller.wakeUp()
-            }
+            return claimWake(&state)
         }
+        if mustWake { deliverWake() }
     }
 
     /// Ends the innermost run in progress, which returns `.stopped`. Safe from any thread.
