@@ -11,6 +11,9 @@ enum BenchmarkCommand {
             printError("portkit-bench: \(error)\n\(BenchmarkOptions.usage)")
             return 2
         }
+        if let child = options.child {
+            return BenchChildren.run(child)
+        }
         if options.help {
             print(BenchmarkOptions.usage)
             return 0

@@ -8,6 +8,9 @@ enum BenchmarkError: Error, CustomStringConvertible {
     case timedOut(String)
     /// An impl returned a sample that is not a finite number.
     case badSample(String, String, Double)
+    /// Thrown by an impl's `start`: this impl cannot be measured here, and why. The runner
+    /// leaves the impl out of the case with a note, and the case goes on without it.
+    case notMeasurable(String)
 
     var description: String {
         switch self {
@@ -17,6 +20,8 @@ enum BenchmarkError: Error, CustomStringConvertible {
             "timed out: \(what)"
         case .badSample(let bench, let impl, let value):
             "\(bench)/\(impl) returned the sample \(value)"
+        case .notMeasurable(let why):
+            "not measurable: \(why)"
         }
     }
 

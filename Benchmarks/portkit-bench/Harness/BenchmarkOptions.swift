@@ -12,6 +12,9 @@ struct BenchmarkOptions: Equatable {
     var list = false
     /// Print the usage and exit.
     var help = false
+    /// Hidden: run as a benchmark's child process (`--child NAME [ARGS...]`), the name and
+    /// its arguments; everything after `--child` belongs to the child.
+    var child: [String]?
 
     /// Runs per impl unless `--runs` says otherwise.
     static let defaultRuns = 10
@@ -35,8 +38,8 @@ struct BenchmarkOptions: Equatable {
           --list              print the case names and exit
           --help              print this and exit
 
-        In the table, portkit/IMPL is portkit's median divided by IMPL's: below 1 means
-        portkit took less (every unit here is a time: lower is better).
+        In the table, portkit/IMPL is portkit's median divided by IMPL's: for a time, below 1
+        means portkit took less; for a rate (a unit ending in /s), above 1 means portkit did more.
         """
 
     /// Parses the arguments (without the program name).
@@ -63,6 +66,9 @@ struct BenchmarkOptions: Equatable {
             case "--list": options.list = true
             case "--help", "-h": options.help = true
             case "--filter": options.filter = try value()
+            case "--child":
+                options.child = [try value()] + rest
+                rest = []
             case "--runs":
                 let text = try value()
                 guard let runs = Int(text), runs > 0 else { throw .badValue(name, text) }

@@ -17,12 +17,21 @@ struct BenchmarkRunner {
 
     /// Starts every impl, runs them alternately, stops them, and summarizes each.
     /// - Throws: the first error of an impl's `start` or `measure`; impls already started
-    ///   are stopped first.
+    ///   are stopped first. An impl whose `start` throws `BenchmarkError.notMeasurable` is
+    ///   left out with a note on the standard error instead.
     func run(_ benchCase: BenchmarkCase) throws -> [BenchmarkResult] {
         precondition(runs > 0, "at least one run")
         var instances: [BenchmarkImpl.Instance] = []
+        var impls: [BenchmarkImpl] = []
         defer { for instance in instances.reversed() { instance.stop() } }
-        for impl in benchCase.impls { instances.append(try impl.start()) }
+        for impl in benchCase.impls {
+            do {
+                instances.append(try impl.start())
+                impls.append(impl)
+            } catch BenchmarkError.notMeasurable(let why) {
+                printError("portkit-bench: \(benchCase.name)/\(impl.name): not measurable: \(why)")
+            }
+        }
 
         for _ in 0..<warmUpRuns {
             for instance in instances { _ = try instance.measure() }
@@ -31,11 +40,11 @@ struct BenchmarkRunner {
         for _ in 0..<runs {
             for (index, instance) in instances.enumerated() {
                 let sample = try instance.measure()
-                guard sample.isFinite else { throw BenchmarkError.badSample(benchCase.name, benchCase.impls[index].name, sample) }
+                guard sample.isFinite else { throw BenchmarkError.badSample(benchCase.name, impls[index].name, sample) }
                 samples[index].append(sample)
             }
         }
-        return zip(benchCase.impls, samples).map { impl, samples in
+        return zip(impls, samples).map { impl, samples in
             BenchmarkResult(bench: benchCase.name, impl: impl.name, unit: benchCase.unit, summary: Summary(samples))
         }
     }

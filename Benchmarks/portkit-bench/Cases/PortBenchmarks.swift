@@ -1,0 +1,460 @@
+import CPortKitSystem
+import Dispatch
+import Glibc
+import PortMessaging
+import Synchronization
+
+/// Ports against their baselines: request/reply and one-way streams between two threads of
+/// this process, and with a child process over a Unix socket (and Foundation's SocketPort
+/// over TCP where it works).
+enum PortBenchmarks: BenchmarkFamily {
+    static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
+        [
+            inProcessRoundTrip(count: scale.count(2000, quick: 100)),
+            inProcessThroughput(count: scale.count(200_000, quick: 2000)),
+            processRoundTrip(count: scale.count(2000, quick: 100)),
+            processOneWay(count: scale.count(100_000, quick: 1000)),
+            processBulk(count: scale.count(1000, quick: 20)),
+        ]
+    }
+
+    /// The bytes of every message of `size` the benchmarks send.
+    static func payload(_ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0) } }
+
+    /// What a handler does with a request: answers with the same id and components.
+    @Sendable static func echo(_ message: Message) -> Message? {
+        Message(id: message.id, components: message.components)
+    }
+
+    // MARK: port.inprocess.roundtrip
+
+    /// `port.inprocess.roundtrip`: the median time of a request and its reply between this
+    /// thread and a port served on another thread (8 bytes each way).
+    static func inProcessRoundTrip(count: Int) -> BenchmarkCase {
+        let request = Message(id: 1, bytes: payload(8))
+        return BenchmarkCase(name: "port.inprocess.roundtrip", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let served = try ServedPort(name: "bench-port-rt", handler: echo)
+                let port = served.port.makeSendPort()
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            guard try port.sendRequest(request).id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
+                        }
+                    },
+                    stop: served.stop)
+            },
+            BenchmarkImpl("dispatch") {
+                // The same work the Dispatch way: the handler runs on a serial queue, the
+                // caller waits on a semaphore for the reply it leaves in a box.
+                let queue = DispatchQueue(label: "bench-port-rt-dispatch")
+                let replied = DispatchSemaphore(value: 0)
+                let box = Locked<Message?>(nil)
+                return .init(measure: {
+                    try medianMicroseconds(count) {
+                        queue.async {
+                            let reply = echo(request)
+                            box.withLock { $0 = reply }
+                            replied.signal()
+                        }
+                        replied.wait()
+                        guard box.withLock({ $0.take() })?.id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
+                    }
+                })
+            },
+        ])
+    }
+
+    // MARK: port.inprocess.throughput
+
+    /// `port.inprocess.throughput`: one-way messages (8 bytes) from this thread to a port
+    /// served on another thread, per second, until the last one is handled.
+    static func inProcessThroughput(count: Int) -> BenchmarkCase {
+        let bytes = payload(8)
+        return BenchmarkCase(name: "port.inprocess.throughput", unit: "msgs/s", impls: [
+            BenchmarkImpl("portkit") {
+                let tally = Tally()
+                let served = try ServedPort(name: "bench-port-tp") { _ in
+                    tally.arrived()
+                    return nil
+                }
+                let port = served.port.makeSendPort()
+                return .init(
+                    measure: {
+                        try tally.rate(count) {
+                            for number in 0..<count { try port.send(Message(id: UInt32(truncatingIfNeeded: number), bytes: bytes)) }
+                        }
+                    },
+                    stop: served.stop)
+            },
+            BenchmarkImpl("dispatch") {
+                let queue = DispatchQueue(label: "bench-port-tp-dispatch")
+                let tally = Tally()
+                return .init(measure: {
+                    tally.rate(count) {
+                        for number in 0..<count {
+                            let message = Message(id: UInt32(truncatingIfNeeded: number), bytes: bytes)
+                            queue.async {
+                                withExtendedLifetime(message) { tally.arrived() }
+                            }
+                        }
+                    }
+                })
+            },
+        ])
+    }
+
+    // MARK: port.process.*
+
+    /// `port.process.roundtrip`: the median time of a 64-byte request and its 64-byte reply
+    /// to a child process.
+    static func processRoundTrip(count: Int) -> BenchmarkCase {
+        let size = 64
+        let request = Message(id: BenchChildren.Op.echo, bytes: payload(size))
+        return BenchmarkCase(name: "port.process.roundtrip", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let child = try PortKitChild()
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            let reply = try child.worker.sendRequest(request)
+                            guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
+                        }
+                    },
+                    stop: child.stop)
+            },
+            BenchmarkImpl("raw") {
+                let child = try RawChild("raw-echo")
+                var buffer = payload(size)
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            try buffer.withUnsafeMutableBytes { bytes in
+                                try child.write(UnsafeRawBufferPointer(bytes))
+                                try child.read(into: bytes)
+                            }
+                        }
+                    },
+                    stop: child.stop)
+            },
+            BenchmarkImpl("foundation") {
+                let driver = try SocketPortDriver(mode: .roundtrip, probe: (count: 20, size: size))
+                return .init(
+                    measure: { try driver.run(count: count, size: size) * 1e6 },
+                    stop: driver.stop)
+            },
+        ])
+    }
+
+    /// `port.process.oneway`: 64-byte one-way messages to a child process, per second,
+    /// until the child has counted them all and said so.
+    static func processOneWay(count: Int) -> BenchmarkCase {
+        stream("port.process.oneway", unit: "msgs/s", count: count, size: 64, probeCount: 1000) { seconds in Double(count) / seconds }
+    }
+
+    /// `port.process.bulk`: 64 KiB one-way messages to a child process, in MB (10⁶ bytes)
+    /// per second, until the child has counted them all and said so.
+    static func processBulk(count: Int) -> BenchmarkCase {
+        let size = 64 * 1024
+        return stream("port.process.bulk", unit: "MB/s", count: count, size: size, probeCount: 1) { seconds in
+            Double(count * size) / 1e6 / seconds
+        }
+    }
+
+    /// A one-way stream case: `count` messages of `size` bytes, then the child's count of
+    /// what arrived; `rate` turns the seconds that took into the case's unit. SocketPort is
+    /// first tried with `probeCount` messages.
+    private static func stream(
+        _ name: String, unit: String, count: Int, size: Int, probeCount: Int, rate: @escaping (Double) -> Double
+    ) -> BenchmarkCase {
+        let bytes = payload(size)
+        return BenchmarkCase(name: name, unit: unit, impls: [
+            BenchmarkImpl("portkit") {
+                let child = try PortKitChild()
+                return .init(
+                    measure: {
+                        let start = ContinuousClock.now
+                        for _ in 0..<count { try child.worker.send(Message(id: BenchChildren.Op.count, bytes: bytes)) }
+                        let report = try child.worker.sendRequest(Message(id: BenchChildren.Op.report), receiveTimeout: .seconds(120))
+                        let seconds = start.duration(to: .now).seconds
+                        let counts = report.bytes.withUnsafeBytes { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+                        guard counts == (UInt64(count), UInt64(count * size)) else {
+                            throw BenchmarkError.timedOut("the child counted \(counts), not \(count) messages")
+                        }
+                        return rate(seconds)
+                    },
+                    stop: child.stop)
+            },
+            BenchmarkImpl("raw") {
+                let child = try RawChild("raw-sink")
+                return .init(
+                    measure: {
+                        // The 8-byte header says how many bytes follow; one write per record.
+                        var total = UInt64(count * size)
+                        let start = ContinuousClock.now
+                        try withUnsafeBytes(of: &total) { try child.write($0) }
+                        try bytes.withUnsafeBytes { record in
+                            for _ in 0..<count { try child.write(record) }
+                        }
+                        var acknowledged: UInt64 = 0
+                        try withUnsafeMutableBytes(of: &acknowledged) { try child.read(into: $0) }
+                        let seconds = start.duration(to: .now).seconds
+                        guard acknowledged == total else { throw BenchmarkError.timedOut("the child counted \(acknowledged) bytes, not \(total)") }
+                        return rate(seconds)
+                    },
+                    stop: child.stop)
+            },
+            BenchmarkImpl("foundation") {
+                let driver = try SocketPortDriver(mode: .oneway, probe: (count: probeCount, size: size))
+                return .init(
+                    measure: { rate(try driver.run(count: count, size: size)) },
+                    stop: driver.stop)
+            },
+        ])
+    }
+
+    // MARK: Measuring
+
+    /// Runs `body` `count` times and returns the median of its times in µs.
+    static func medianMicroseconds(_ count: Int, _ body: () throws -> Void) throws -> Double {
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count {
+            let start = ContinuousClock.now
+            try body()
+            samples.append(start.duration(to: .now).microseconds)
+        }
+        return Summary.median(samples)
+    }
+}
+
+// MARK: - The parties
+
+/// A receive port served on a loop thread of its own (`PortKitLoopThread`).
+final class ServedPort: Sendable {
+    let port = ReceivePort()
+    private let thread: PortKitLoopThread
+
+    /// Starts the thread and schedules the port on its loop with `handler`.
+    init(name: String, handler: @escaping @Sendable (Message) -> Message?) throws {
+        thread = try PortKitLoopThread(name: name)
+        do {
+            try port.schedule(on: thread.loop, handler: handler)
+        } catch {
+            thread.shutDown()
+            throw error
+        }
+    }
+
+    /// Invalidates the port and joins the thread.
+    func stop() {
+        port.invalidate()
+        thread.shutDown()
+    }
+}
+
+/// Counts messages handled on another thread and tells the measuring thread when a run's
+/// last one is in.
+final class Tally: Sendable {
+    private let handled = Atomic<Int>(0)
+    private let expected = Atomic<Int>(.max)
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Called by the receiving side for each message.
+    func arrived() {
+        if handled.add(1, ordering: .relaxed).newValue == expected.load(ordering: .relaxed) { done.signal() }
+    }
+
+    /// Expects `count` messages, runs `send` (which sends them), waits until all are
+    /// handled, and returns the messages per second.
+    func rate(_ count: Int, _ send: () throws -> Void) rethrows -> Double {
+        handled.store(0, ordering: .relaxed)
+        expected.store(count, ordering: .relaxed)
+        let start = ContinuousClock.now
+        try send()
+        done.wait()
+        return Double(count) / start.duration(to: .now).seconds
+    }
+}
+
+/// The PortKit child: `portkit-bench --child port-echo` spawned with `ChildWorker` over a
+/// socket, checked in with a boss port served on the calling thread's loop — so a request
+/// runs that loop until its reply is in, as the boss thread of the seeds does.
+final class PortKitChild: Sendable {
+    let worker: SendPort
+    private let boss: ReceivePort
+    private let child: ChildWorker
+
+    init() throws {
+        boss = ReceivePort()
+        try boss.schedule(on: .current) { _ in nil }
+        do {
+            child = try ChildWorker.spawn(
+                executable: BenchProcess.executable, arguments: ["--child", "port-echo"], bossPort: boss, channel: .socket)
+        } catch {
+            boss.invalidate()
+            throw error
+        }
+        do {
+            worker = try PortCheckIn.awaitWorker(on: boss, timeout: .seconds(30))
+        } catch {
+            boss.invalidate()
+            child.kill(SIGKILL)
+            child.wait()
+            throw error
+        }
+    }
+
+    /// Closes the connection (the child ends when it sees that) and waits for the child.
+    func stop() {
+        worker.invalidate()
+        boss.invalidate()
+        child.wait()
+    }
+}
+
+/// A raw child (`raw-echo`, `raw-sink`) on a bare blocking socket pair.
+final class RawChild: Sendable {
+    private let socket: CInt
+    private let child: BenchProcess
+
+    init(_ name: String) throws {
+        var pair: (CInt, CInt) = (-1, -1)
+        let made = withUnsafeMutableBytes(of: &pair) {
+            socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: CInt.self))
+        }
+        guard made == 0 else { throw BenchmarkError.lastSystemError("socketpair") }
+        defer { close(pair.1) }
+        do {
+            child = try BenchProcess.spawn([name], descriptors: [pair.1])
+        } catch {
+            close(pair.0)
+            throw error
+        }
+        socket = pair.0
+    }
+
+    /// Writes all of `bytes` (`send` only to get EPIPE instead of SIGPIPE if the child died).
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let wrote = send(socket, bytes.baseAddress! + offset, bytes.count - offset, CInt(MSG_NOSIGNAL))
+            if wrote < 0 && errno == EINTR { continue }
+            guard wrote > 0 else { throw BenchmarkError.lastSystemError("send to the raw child") }
+            offset += wrote
+        }
+    }
+
+    /// Fills `buffer`.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws {
+        guard RawIO.readAll(socket, buffer) else { throw BenchmarkError.lastSystemError("read from the raw child") }
+    }
+
+    /// Closes the socket (the child ends at end of file) and waits for the child.
+    func stop() {
+        close(socket)
+        child.wait()
+    }
+}
+
+/// The harness's side of a SocketPort driver child (`SocketPortChildren`): starts it,
+/// checks with a small probe run that SocketPort works for this kind of exchange, and asks
+/// it for runs.
+final class SocketPortDriver: Sendable {
+    private let input: CInt
+    private let output: CInt
+    private let child: BenchProcess
+    private let pending = Locked<[UInt8]>([])
+
+    /// Starts the driver in `mode` and makes the probe run.
+    /// - Throws: `BenchmarkError.notMeasurable` when the probe fails (with why).
+    init(mode: SocketPortChildren.Mode, probe: (count: Int, size: Int)) throws {
+        var toChild: (CInt, CInt) = (-1, -1)
+        var fromChild: (CInt, CInt) = (-1, -1)
+        _ = withUnsafeMutableBytes(of: &toChild) { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }
+        _ = withUnsafeMutableBytes(of: &fromChild) { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }
+        guard toChild.0 >= 0, fromChild.0 >= 0 else { throw BenchmarkError.lastSystemError("pipe2") }
+        defer {
+            close(toChild.0)
+            close(fromChild.1)
+        }
+        child = try BenchProcess.spawn(["socketport-driver", mode.rawValue], standardInput: toChild.0, standardOutput: fromChild.1)
+        input = toChild.1
+        output = fromChild.0
+        do {
+            let ready = try readLine(timeout: .seconds(30))
+            guard ready == "ready" else { throw BenchmarkError.notMeasurable(Self.failure(ready)) }
+            _ = try run(count: probe.count, size: probe.size)
+        } catch BenchmarkError.timedOut(let what) {
+            stop()
+            throw BenchmarkError.notMeasurable(what)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    /// One run: `count` messages of `size` bytes; the driver's seconds.
+    /// - Throws: `BenchmarkError.notMeasurable` with the driver's reason when it failed.
+    func run(count: Int, size: Int) throws -> Double {
+        let command = "run \(count) \(size)\n"
+        let wrote = command.utf8CString.withUnsafeBufferPointer { portkit_write_nosigpipe(input, $0.baseAddress, $0.count - 1) }
+        guard wrote == command.utf8.count else { throw BenchmarkError.notMeasurable("the SocketPort driver is gone") }
+        let line = try readLine(timeout: .seconds(120))
+        guard line.hasPrefix("ok "), let seconds = Double(line.dropFirst(3)) else {
+            throw BenchmarkError.notMeasurable(Self.failure(line))
+        }
+        return seconds
+    }
+
+    private static func failure(_ line: String) -> String {
+        line.hasPrefix("fail ") ? String(line.dropFirst(5)) : "the SocketPort driver said '\(line)'"
+    }
+
+    /// Ends the driver (end of its input) and waits for it.
+    func stop() {
+        close(input)
+        close(output)
+        child.wait()
+    }
+
+    /// The driver's next line, without its newline; "" at end of file.
+    private func readLine(timeout: Duration) throws -> String {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let line = pending.withLock({ buffer -> String? in
+                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+                defer { buffer.removeSubrange(...newline) }
+                return String(decoding: buffer[..<newline], as: UTF8.self)
+            }) {
+                return line
+            }
+            let left = deadline - .now
+            guard left > .zero else { throw BenchmarkError.timedOut("no answer from the SocketPort driver in \(timeout)") }
+            let ready = portkit_poll_one(output, CShort(POLLIN), CInt(left.seconds * 1000) + 1)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready >= 0 else { throw BenchmarkError.lastSystemError("poll") }
+            if ready == 0 { continue }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let got = chunk.withUnsafeMutableBytes { Glibc.read(output, $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return "fail the SocketPort driver process ended (\(describeStatus(child.wait())))" }
+            pending.withLock { $0 += chunk[..<got] }
+        }
+    }
+}
+
+/// A wait status in words.
+func describeStatus(_ status: CInt) -> String {
+    let signal = status & 0x7f
+    if signal == 0 { return "exit status \((status >> 8) & 0xff)" }
+    return "killed by signal \(signal), \(String(cString: strsignal(signal)))"
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,186 @@
+import Glibc
+import PortMessaging
+import Synchronization
+
+/// The child processes of the process benchmarks: portkit-bench itself, re-run as
+/// `portkit-bench --child NAME [ARGS...]` (a hidden subcommand).
+///
+/// Every child ends when its parent goes away (its channel closes), so a failed or killed
+/// benchmark leaves none behind.
+enum BenchChildren {
+    /// Runs the child named by `arguments[0]`; returns its exit status.
+    static func run(_ arguments: [String]) -> Int32 {
+        let rest = Array(arguments.dropFirst())
+        switch arguments.first {
+        case "port-echo": return portEcho()
+        case "raw-echo": return rawEcho()
+        case "raw-sink": return rawSink()
+        case "socketport-driver": return SocketPortChildren.driver(rest)
+        case "socketport-peer": return SocketPortChildren.peer(rest)
+        default:
+            printError("portkit-bench: unknown child '\(arguments.first ?? "")'")
+            return 2
+        }
+    }
+
+    // MARK: PortKit
+
+    /// Message ids the PortKit child understands.
+    enum Op {
+        /// A request: the reply carries the same bytes.
+        static let echo: UInt32 = 1
+        /// One-way: counted (messages and bytes).
+        static let count: UInt32 = 2
+        /// A request: the reply carries the count of messages and bytes since the last
+        /// report (two UInt64), which start again from zero.
+        static let report: UInt32 = 3
+    }
+
+    /// `port-echo`: checks in with the boss that spawned it (`ChildWorker`) and serves `Op`
+    /// messages on its main thread's loop until the boss goes away.
+    static func portEcho() -> Int32 {
+        do {
+            let boss = try ChildWorker.bossPort()
+            let loop = ThreadLoop.current
+            let port = ReceivePort()
+            let messages = Atomic<UInt64>(0)
+            let bytes = Atomic<UInt64>(0)
+            try port.schedule(on: loop) { message in
+                switch message.id {
+                case Op.echo:
+                    return Message(id: Op.echo, components: message.components)
+                case Op.count:
+                    messages.add(1, ordering: .relaxed)
+                    bytes.add(UInt64(message.bytes.count), ordering: .relaxed)
+                    return nil
+                case Op.report:
+                    let counts = [messages.exchange(0, ordering: .relaxed), bytes.exchange(0, ordering: .relaxed)]
+                    return Message(id: Op.report, bytes: counts.withUnsafeBytes { Array($0) })
+                default:
+                    return nil
+                }
+            }
+            try boss.onInvalidation(on: loop) { _ in exit(0) }
+            try PortCheckIn.checkIn(to: boss, from: port)
+            try loop.run()
+            return 0
+        } catch {
+            printError("portkit-bench port-echo: \(error)")
+            return 1
+        }
+    }
+
+    // MARK: Raw baselines
+
+    /// The descriptor a raw child gets its socket at (as `ChildWorker` does).
+    static let channelDescriptor: CInt = 3
+
+    /// `raw-echo`: reads from the socket at descriptor 3 and writes back what it read,
+    /// with plain blocking `read` and `write`, until the parent closes.
+    static func rawEcho() -> Int32 {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let got = buffer.withUnsafeMutableBytes { read(channelDescriptor, $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return 0 }
+            guard buffer.withUnsafeBytes({ RawIO.writeAll(channelDescriptor, UnsafeRawBufferPointer(rebasing: $0[..<got])) }) else {
+                return 0
+            }
+        }
+    }
+
+    /// `raw-sink`: for each run, reads an 8-byte count of the bytes that follow, reads and
+    /// counts them (in whatever pieces `read` returns), then acknowledges with the same
+    /// 8-byte count; until the parent closes.
+    static func rawSink() -> Int32 {
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            var expected: UInt64 = 0
+            guard withUnsafeMutableBytes(of: &expected, { RawIO.readAll(channelDescriptor, $0) }) else { return 0 }
+            var received: UInt64 = 0
+            while received < expected {
+                let wanted = Int(min(UInt64(buffer.count), expected - received))
+                let got = buffer.withUnsafeMutableBytes { read(channelDescriptor, $0.baseAddress, wanted) }
+                if got < 0 && errno == EINTR { continue }
+                guard got > 0 else { return 0 }
+                received += UInt64(got)
+            }
+            guard withUnsafeBytes(of: &received, { RawIO.writeAll(channelDescriptor, $0) }) else { return 0 }
+        }
+    }
+}
+
+/// Blocking reads and writes of whole buffers, for the raw baselines.
+enum RawIO {
+    /// Writes all of `bytes`; false when the peer is gone.
+    static func writeAll(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let wrote = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if wrote < 0 && errno == EINTR { continue }
+            guard wrote > 0 else { return false }
+            offset += wrote
+        }
+        return true
+    }
+
+    /// Fills all of `buffer`; false when the peer closed first.
+    static func readAll(_ fd: CInt, _ buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < buffer.count {
+            let got = read(fd, buffer.baseAddress! + offset, buffer.count - offset)
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return false }
+            offset += got
+        }
+        return true
+    }
+}
+
+/// A child process of this executable, started with `posix_spawn` the way `ChildWorker`
+/// starts one: `portkit-bench --child NAME ...`, given descriptors at 3, 4, ...
+struct BenchProcess {
+    /// The child's process id.
+    let pid: pid_t
+
+    /// This executable's path.
+    static var executable: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return count > 0 ? String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self) : "/proc/self/exe"
+    }
+
+    /// Spawns `portkit-bench --child` with `arguments`, giving it `descriptors` at 3, 4, ...
+    /// and, when given, `standardInput` and `standardOutput`.
+    /// - Throws: `BenchmarkError.system` when `posix_spawn` fails.
+    static func spawn(
+        _ arguments: [String], descriptors: [CInt] = [], standardInput: CInt? = nil, standardOutput: CInt? = nil
+    ) throws(BenchmarkError) -> BenchProcess {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // Every descriptor the parent made is close-on-exec; dup2 gives the child its copies
+        // (the sources are above 2 + count, so no dup2 overwrites a later source).
+        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
+        if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, 1) }
+        for (index, fd) in descriptors.enumerated() {
+            precondition(fd > CInt(2 + descriptors.count), "descriptor \(fd) would be overwritten")
+            posix_spawn_file_actions_adddup2(&actions, fd, CInt(3 + index))
+        }
+        let path = executable
+        let argv = ([path, "--child"] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard status == 0 else { throw .system(operation: "posix_spawn \(path)", errno: status) }
+        return BenchProcess(pid: pid)
+    }
+
+    /// Waits for the child to end; returns its raw wait status.
+    @discardableResult
+    func wait() -> CInt {
+        var status: CInt = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+}
