@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "PortMessaging", targets: ["PortMessaging"]),
         .library(name: "NamedPortServer", targets: ["NamedPortServer"]),
         .executable(name: "portkit-demo", targets: ["portkit-demo"]),
+        .executable(name: "port-thread-checkin", targets: ["port-thread-checkin"]),
+        .executable(name: "port-child-checkin", targets: ["port-child-checkin"]),
         .executable(name: "portkit-bench", targets: ["portkit-bench"]),
     ],
     targets: [
@@ -28,6 +30,14 @@ let package = Package(
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
             path: "Examples/portkit-demo",
             swiftSettings: strict),
+        // The thread check-in of the seeds, NSMachPort and CFMessagePort style.
+        .executableTarget(
+            name: "port-thread-checkin", dependencies: ["PermanentThread", "PortMessaging"],
+            path: "Examples/port-thread-checkin", swiftSettings: strict),
+        // A parent/child check-in over pipes.
+        .executableTarget(
+            name: "port-child-checkin", dependencies: ["PermanentThread", "PortMessaging"],
+            path: "Examples/port-child-checkin", swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "CPortKitSystem"],
