@@ -10,7 +10,7 @@ extension PermanentThread: SerialExecutor, TaskExecutor {
     /// meanwhile too). So an actor outliving its stopped thread keeps working, serially,
     /// on its callers' threads, and `checkIsolated()` accepts the thread running them.
     public func enqueue(_ job: consuming ExecutorJob) {
-        core.enqueue(UnownedJob(job), executor: asUnownedSerialExecutor())
+        core.enqueue(UnownedJob(job), executor: .isolated(asUnownedSerialExecutor(), asUnownedTaskExecutor()))
     }
 
     /// This thread as the serial executor of an actor:

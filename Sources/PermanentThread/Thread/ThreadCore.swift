@@ -50,7 +50,7 @@ final class ThreadCore: @unchecked Sendable {
     /// Work offered before the loop exists.
     enum PendingWork {
         case block(String?, @Sendable () -> Void)
-        case job(UnownedJob, UnownedSerialExecutor)
+        case job(UnownedJob, ThreadLoop.JobTarget)
     }
 
     /// Executor jobs that arrive after the loop closed. A job cannot be failed (the task it
@@ -59,7 +59,7 @@ final class ThreadCore: @unchecked Sendable {
     /// draining them. See `PermanentThread.enqueue(_:)`.
     struct Handover {
         var threadEnded = false
-        var jobs: [(UnownedJob, UnownedSerialExecutor)] = []
+        var jobs: [(UnownedJob, ThreadLoop.JobTarget)] = []
         /// The kernel id of the thread draining `jobs`, or 0.
         var drainer: Int32 = 0
     }
@@ -226,7 +226,7 @@ final class ThreadCore: @unchecked Sendable {
             case .block(let label, let body):
                 try loop.perform(inModes: commonModes, label: label, body)
             case .job(let job, let executor):
-                try loop.enqueue(job: job, on: .serial(executor))
+                try loop.enqueue(job: job, on: executor)
             }
         } catch {
             preconditionFailure("a new run loop refused work: \(error)")
@@ -338,7 +338,7 @@ final class ThreadCore: @unchecked Sendable {
         for item in work {
             switch item {
             case .block(_, let body): body()
-            case .job(let job, let executor): job.runSynchronously(on: executor)
+            case .job(let job, let executor): ThreadLoop.run(job, on: executor)
             }
         }
         drainHandover()
@@ -367,10 +367,10 @@ final class ThreadCore: @unchecked Sendable {
 
     /// Enqueues an executor job: on the loop while it takes work, else queued for the
     /// thread's start, else handed over (see `Handover`).
-    func enqueue(_ job: UnownedJob, executor: UnownedSerialExecutor) {
+    func enqueue(_ job: UnownedJob, executor: ThreadLoop.JobTarget) {
         if let loop {
             do {
-                try loop.enqueue(job: job, on: .serial(executor))
+                try loop.enqueue(job: job, on: executor)
                 return
             } catch {
                 // Closed: hand it over below.
@@ -384,7 +384,7 @@ final class ThreadCore: @unchecked Sendable {
             }
             if let loop = s.loop {
                 do {
-                    try loop.enqueue(job: job, on: .serial(executor))
+                    try loop.enqueue(job: job, on: executor)
                     return false
                 } catch {
                     // Closed.
@@ -415,7 +415,7 @@ final class ThreadCore: @unchecked Sendable {
     /// the drainer.
     private func drainHandover() {
         while true {
-            let next = state.withLock { s -> (UnownedJob, UnownedSerialExecutor)? in
+            let next = state.withLock { s -> (UnownedJob, ThreadLoop.JobTarget)? in
                 if s.handover.jobs.isEmpty {
                     s.handover.drainer = 0
                     return nil
@@ -423,7 +423,7 @@ final class ThreadCore: @unchecked Sendable {
                 return s.handover.jobs.removeFirst()
             }
             guard let (job, executor) = next else { return }
-            job.runSynchronously(on: executor)
+            ThreadLoop.run(job, on: executor)
         }
     }
 }
