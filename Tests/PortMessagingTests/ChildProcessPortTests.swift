@@ -97,8 +97,11 @@ struct ChildProcessPortTests {
         }
     }
 
-    @Test func killingTheChildInvalidatesAndFailsWaiters() throws {
-        let child = try WorkerChild()
+    /// Over pipes too: writing to a dead child's pipe must not raise SIGPIPE (it would end
+    /// this test process).
+    @Test(arguments: [ChildWorker.Channel.socket, .pipes])
+    func killingTheChildInvalidatesAndFailsWaiters(channel: ChildWorker.Channel) throws {
+        let child = try WorkerChild(channel: channel)
         let told = Counter()
         try child.worker.onInvalidation(on: child.boss.thread.loop) { _ in told.increment() }
         let outcome = Locked<Result<Message, PortError>?>(nil)
@@ -118,6 +121,7 @@ struct ChildProcessPortTests {
         #expect(throws: PortError.peerDied) { try outcome.withLock { $0 }?.get() }
         #expect(eventually { told.count == 1 })
         #expect(!worker.isValid)
+        #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         child.boss.stop()
     }
