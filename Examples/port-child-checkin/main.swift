@@ -9,6 +9,7 @@
 import Foundation
 import PermanentThread
 import PortMessaging
+import Synchronization
 
 // The message ids of this example (100 is the check-in's own).
 let note: UInt32 = 1
@@ -30,6 +31,7 @@ func child() throws -> Int32 {
         switch message.id {
         case note:
             say("   child  got: \(message.text)")
+            try? parent.send(Message(id: note, text: "hello back from child \(getpid())"))
             return nil
         case measure:
             // A request: what the handler returns is the reply.
@@ -41,12 +43,11 @@ func child() throws -> Int32 {
             return nil
         }
     }
-    // If the parent goes away without a word, go too.
-    try parent.onInvalidation(on: loop) { _ in exit(1) }
+    // If the parent goes away without a word, stop too.
+    try parent.onInvalidation(on: loop) { _ in loop.stop() }
     try PortCheckIn.checkIn(to: parent, from: port)
-    try parent.send(Message(id: note, text: "child \(getpid()) is ready"))
     try loop.run()
-    say("   child: told to shut down, exiting")
+    say("   child: loop stopped, exiting")
     return 0
 }
 
@@ -54,8 +55,10 @@ func child() throws -> Int32 {
 func parent() throws -> Int32 {
     let loop = ThreadLoop.current
     let port = ReceivePort()
+    let heard = Atomic<Int>(0)
     try port.schedule(on: loop) { message in
         say("   parent got: \(message.text)")
+        heard.add(1, ordering: .relaxed)
         return nil
     }
     let me = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
@@ -64,9 +67,13 @@ func parent() throws -> Int32 {
     let toChild = try PortCheckIn.awaitWorker(on: port, timeout: .seconds(10))
     say("parent: child \(worker.pid) checked in over pipes")
 
-    // Messages both ways: the child's "ready" arrives when the loop runs.
-    _ = try loop.run(mode: .default, until: .now + .seconds(5), returnAfterSourceHandled: true)
+    // Messages both ways: the child answers the parent's note with one of its own, which
+    // arrives when this thread runs its loop.
     try toChild.send(Message(id: note, text: "hello from the parent"))
+    let deadline = ContinuousClock.now + .seconds(5)
+    while heard.load(ordering: .relaxed) == 0 && ContinuousClock.now < deadline {
+        _ = try loop.run(mode: .default, until: deadline, returnAfterSourceHandled: true)
+    }
 
     // Request/reply: the reply is read by this thread's loop while the request waits.
     let reply = try toChild.sendRequest(

@@ -1,9 +1,10 @@
 // port-thread-checkin: a boss thread and a worker thread check in and talk through ports,
 // in the two styles of the seeds.
 //
-// (a) NSMachPort style: the boss makes a receive port and starts a worker thread with a
-//     send port to it. The worker makes its own receive port and checks in (message id
-//     100), which hands the boss a send port to the worker. Then both send one-way messages.
+// (a) NSMachPort style: the boss makes a receive port and starts a worker thread (a
+//     `PermanentThread`) with a send port to it. The worker schedules its own receive port
+//     and checks in (message id 100), which hands the boss a send port to the worker. Then
+//     both send one-way messages.
 // (b) CFMessagePort style: request/reply. The worker's handler returns the reply; the boss
 //     says how long to wait to send (send timeout) and for the reply (receive timeout).
 //
@@ -16,7 +17,6 @@ import PortMessaging
 let hello: UInt32 = 1
 let shout: UInt32 = 2
 let slowly: UInt32 = 3
-let goodbye: UInt32 = 4
 
 print("(a) NSMachPort style: check-in, then messages both ways")
 
@@ -29,13 +29,15 @@ try bossPort.schedule(on: bossLoop) { message in
     return nil
 }
 
-// The worker thread is handed a send port to the boss's port.
+// The worker: a permanent thread (it sleeps in its run loop between messages) with a port
+// of its own. The port lives as long as this variable; the handler runs on the worker.
 let toBoss = bossPort.makeSendPort()
-let workerEnded = DispatchSemaphore(value: 0)
-let worker = Thread {
-    let loop = ThreadLoop.current
-    let port = ReceivePort()
-    try! port.schedule(on: loop) { message in
+let workerPort = ReceivePort()
+let worker = PermanentThread(name: "worker")
+try worker.run()
+try worker.execute {
+    // On the worker thread: receive on this thread's loop, then tell the boss where.
+    try! workerPort.schedule(on: .current) { message in
         switch message.id {
         case hello:
             print("   worker got #\(message.id): \(message.text)")
@@ -47,20 +49,12 @@ let worker = Thread {
         case slowly:
             Thread.sleep(forTimeInterval: 0.2)
             return Message(id: slowly, text: "sorry, that took a while")
-        case goodbye:
-            loop.stop()  // ends `loop.run()` below
-            return nil
         default:
             return nil
         }
     }
-    // Tell the boss where the worker receives; then serve messages until stopped.
-    try! PortCheckIn.checkIn(to: toBoss, from: port)
-    try! loop.run()
-    print("   worker: loop stopped, thread ends")
-    workerEnded.signal()
+    try! PortCheckIn.checkIn(to: toBoss, from: workerPort)
 }
-worker.start()
 
 // Waiting for the check-in runs the boss's loop, so the check-in message is received.
 let toWorker = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(5))
@@ -84,8 +78,9 @@ do {
     print("   boss: no reply within 50 ms: receiveTimedOut (the late reply is dropped)")
 }
 
-// Shut down: the worker stops its loop; its thread ends.
-try toWorker.send(Message(id: goodbye))
-workerEnded.wait()
+// Shut down: the worker's port goes, then the thread (stop() waits until it has exited).
+workerPort.invalidate()
+worker.stop()
 bossPort.invalidate()
+print("   the worker thread has stopped")
 print("done.")
