@@ -37,6 +37,9 @@ public final class ReceivePort: Sendable {
 
     struct LocalQueue {
         var envelopes: [Envelope] = []
+        /// The emptied array of the last drain, kept for its capacity (no regrowing the
+        /// queue from nothing after every drain).
+        var spare: [Envelope] = []
         var valid = true
         var sendersWaiting = false
     }
@@ -144,6 +147,18 @@ public final class ReceivePort: Sendable {
 
     /// Puts an envelope in the queue, waiting for room until `deadline`.
     func enqueue(_ envelope: Envelope, deadline: ContinuousClock.Instant?) throws(PortError) {
+        // Room now (the usual case): one plain lock hold, no condition wait.
+        let madeNonEmpty = try queue.withLock { (queue) throws(PortError) -> Bool? in
+            guard queue.valid else { throw .invalidPort }
+            guard queue.envelopes.count < capacity else { return nil }
+            queue.envelopes.append(envelope)
+            return queue.envelopes.count == 1
+        }
+        if let madeNonEmpty {
+            // Only the message that made the queue non-empty signals: one wake per batch.
+            if madeNonEmpty { state.withLock { $0.schedule?.source }?.signal() }
+            return
+        }
         let outcome = queue.wait(until: deadline) { queue -> Result<Bool, PortError>? in
             guard queue.valid else { return .failure(.invalidPort) }
             guard queue.envelopes.count < capacity else {
@@ -159,9 +174,18 @@ public final class ReceivePort: Sendable {
     }
 
     private func drainLocalQueue() {
-        let (batch, wakeSenders) = queue.withLock { queue -> ([Envelope], Bool) in
-            defer { queue.envelopes = []; queue.sendersWaiting = false }
-            return (queue.envelopes, queue.sendersWaiting)
+        let taken = queue.withLock { queue -> ([Envelope], Bool) in
+            var batch = queue.spare
+            queue.spare = []
+            swap(&batch, &queue.envelopes)
+            defer { queue.sendersWaiting = false }
+            return (batch, queue.sendersWaiting)
+        }
+        var batch = taken.0
+        let wakeSenders = taken.1
+        defer {
+            batch.removeAll(keepingCapacity: true)
+            queue.withLock { queue in if queue.spare.capacity < batch.capacity { swap(&queue.spare, &batch) } }
         }
         if wakeSenders { queue.broadcast() }
         guard let handler = state.withLock({ $0.schedule?.handler }) else { return }

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import PermanentThread
+import Synchronization
 
 /// A handle to send messages to a `ReceivePort`: in this process, or in another one over a
 /// Unix socket or a pipe — the same calls for all.
@@ -16,7 +17,8 @@ public final class SendPort: Sendable {
     }
 
     let route: Route
-    private let valid = Locked(true)
+    /// Whether this send right is still held: read on every send, so an atomic.
+    private let valid = Atomic<Bool>(true)
 
     init(local port: ReceivePort) { route = .local(port) }
     init(connection: Connection) { route = .connection(connection) }
@@ -31,7 +33,7 @@ public final class SendPort: Sendable {
     /// Whether messages can still be sent: false once invalidated, once the receive port is
     /// invalidated, or once the peer process died or closed.
     public var isValid: Bool {
-        guard valid.withLock({ $0 }) else { return false }
+        guard valid.load(ordering: .acquiring) else { return false }
         switch route {
         case .local(let port): return port.isValid
         case .connection(let connection): return connection.isOpen
@@ -40,12 +42,12 @@ public final class SendPort: Sendable {
 
     /// Gives up this send right; a connection to another process is closed.
     public func invalidate() {
-        valid.withLock { $0 = false }
+        valid.store(false, ordering: .releasing)
         if case .connection(let connection) = route { connection.close(.invalidPort) }
     }
 
     private func checkValid() throws(PortError) {
-        guard valid.withLock({ $0 }) else { throw .invalidPort }
+        guard valid.load(ordering: .acquiring) else { throw .invalidPort }
     }
 
     /// Sends a one-way message.
@@ -93,11 +95,7 @@ public final class SendPort: Sendable {
             return try result.get()
         case .connection(let connection):
             // An unbound connection is read by its requester: one request at a time.
-            guard connection.requestToken.wait(until: sendDeadline, { busy -> Bool? in
-                if busy { return nil }
-                busy = true
-                return true
-            }) != nil else { throw .sendTimedOut }
+            guard Connection.claimToken(connection.requestToken, until: sendDeadline) else { throw .sendTimedOut }
             defer {
                 connection.requestToken.withLock { $0 = false }
                 connection.requestToken.broadcast()

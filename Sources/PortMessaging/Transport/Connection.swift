@@ -42,6 +42,12 @@ final class Connection: Sendable {
     private let writing = ConditionLock<Bool>(false)
     /// Bytes and descriptors read but not yet made into messages.
     private let inbound: Locked<Inbound>
+    /// The buffer reads go into, kept from one read to the next (uninitialized memory):
+    /// making and zeroing a fresh 256 KiB array for every read was most of the time of a
+    /// small round trip. Taken out of the slot while a read uses it.
+    private let readBuffer = Locked<UnsafeMutableRawBufferPointer?>(nil)
+    /// The size of `readBuffer`: the most one read takes.
+    private static let readChunk = 256 * 1024
     /// Replies by request sequence number, and who waits for them.
     private let replies = ConditionLock(Replies())
     /// Whether the connection is open, and what it is bound to.
@@ -115,12 +121,7 @@ final class Connection: Sendable {
     func write(_ frame: [UInt8], descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) {
         guard isOpen else { throw replies.withLock { $0.failure } ?? .invalidPort }
         if !descriptors.isEmpty && !carriesDescriptors { throw .descriptorsNeedASocket }
-        let claimed = writing.wait(until: deadline) { busy -> Bool? in
-            if busy { return nil }
-            busy = true
-            return true
-        }
-        guard claimed != nil else { throw .sendTimedOut }
+        guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
         defer {
             writing.withLock { $0 = false }
             writing.broadcast()
@@ -165,17 +166,31 @@ final class Connection: Sendable {
     }
 
     /// One read into `buffer`, with the descriptors that came along.
-    private func readSome(into buffer: inout [UInt8]) -> Result<FileDescriptor.Received, Errno> {
-        buffer.withUnsafeMutableBytes { raw in
-            switch medium {
-            case .socket(let fd):
-                return Result { () throws(Errno) -> FileDescriptor.Received in try fd.receive(into: raw) }
-            case .pipes(let fd, _):
-                return Result { () throws(Errno) -> FileDescriptor.Received in
-                    FileDescriptor.Received(count: try fd.read(into: raw), descriptors: [], truncated: false)
-                }
+    private func readSome(into buffer: UnsafeMutableRawBufferPointer) -> Result<FileDescriptor.Received, Errno> {
+        switch medium {
+        case .socket(let fd):
+            return Result { () throws(Errno) -> FileDescriptor.Received in try fd.receive(into: buffer) }
+        case .pipes(let fd, _):
+            return Result { () throws(Errno) -> FileDescriptor.Received in
+                FileDescriptor.Received(count: try fd.read(into: buffer), descriptors: [], truncated: false)
             }
         }
+    }
+
+    /// Takes a busy/free token, waiting for it until `deadline`; false on time-out. Tries a
+    /// plain lock hold first: the token is usually free, and that path costs a fraction of a
+    /// condition wait (whose generic result needs a metadata lookup on every call).
+    static func claimToken(_ token: ConditionLock<Bool>, until deadline: ContinuousClock.Instant?) -> Bool {
+        let free = token.withLock { busy -> Bool in
+            if busy { return false }
+            busy = true
+            return true
+        }
+        return free || token.wait(until: deadline, { busy -> Bool? in
+            if busy { return nil }
+            busy = true
+            return true
+        }) != nil
     }
 
     /// How long the rest of a frame may take once its first byte is written.
@@ -193,11 +208,20 @@ final class Connection: Sendable {
     /// Reads what is available (without blocking) and turns it into deliveries. Returns
     /// false when the peer closed or the stream broke (the connection is then closed).
     private func readAvailable(maxChunks: Int, _ deliver: (Delivery) -> Void) -> Bool {
-        let chunkSize = 256 * 1024
-        var scratch = [UInt8](repeating: 0, count: chunkSize)
+        let chunkSize = Self.readChunk
+        let scratch = readBuffer.withLock { $0.take() } ?? .allocate(byteCount: chunkSize, alignment: 16)
+        defer {
+            // Back in the slot, unless another read (on another thread) put its own there.
+            let spare = readBuffer.withLock { slot -> UnsafeMutableRawBufferPointer? in
+                guard slot == nil else { return scratch }
+                slot = scratch
+                return nil
+            }
+            spare?.deallocate()
+        }
         for _ in 0..<maxChunks {
             let got: FileDescriptor.Received
-            switch readSome(into: &scratch) {
+            switch readSome(into: scratch) {
             case .success(let received): got = received
             case .failure(.wouldBlock): return true
             case .failure(let error):
@@ -211,7 +235,7 @@ final class Connection: Sendable {
             }
             let frames = inbound.withLock { state -> Result<[([UInt8], [CInt])], PortError> in
                 state.descriptors += got.descriptors
-                scratch.withUnsafeBytes { state.splitter.append(UnsafeRawBufferPointer(rebasing: $0[..<got.count])) }
+                state.splitter.append(UnsafeRawBufferPointer(rebasing: scratch[..<got.count]))
                 var frames: [([UInt8], [CInt])] = []
                 do throws(WireError) {
                     while let frame = try state.splitter.nextFrame() {
@@ -446,5 +470,6 @@ final class Connection: Sendable {
 
     deinit {
         close(.invalidPort)
+        readBuffer.withLock { $0?.deallocate() }
     }
 }
