@@ -4,14 +4,17 @@ import Glibc
 /// with a deadline. Used where a thread must block: a full queue, a reply not yet there.
 package final class ConditionLock<Value>: @unchecked Sendable {
     // Safety of @unchecked Sendable: `value` is only reached with `mutex` held (in
-    // `withLock` and `wait`); the mutex and condition live at fixed heap addresses.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var value: Value
+    // `withLock` and `wait`); the mutex, condition and value live at fixed heap addresses.
+    // Inlinable, the value behind a pointer: see `Locked` (here `wait` also looked up the
+    // metadata of `Result?` on every call).
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let condition: UnsafeMutablePointer<pthread_cond_t>
+    @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// Guards `value`.
     package init(_ value: Value) {
-        self.value = value
+        self.value = .allocate(capacity: 1)
+        self.value.initialize(to: value)
         mutex = makePthreadMutex()
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
@@ -26,23 +29,27 @@ package final class ConditionLock<Value>: @unchecked Sendable {
         pthread_cond_destroy(condition)
         condition.deallocate()
         destroyPthreadMutex(mutex)
+        value.deinitialize(count: 1)
+        value.deallocate()
     }
 
     /// Runs `body` with the value while holding the lock.
+    @inlinable
     package func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 
     /// Holds the lock until `ready` returns a result or `deadline` passes (`nil`: no
     /// deadline); `ready` is asked again after every `signal`/`broadcast`. Returns `nil`
     /// on time-out.
+    @inlinable
     package func wait<Result>(until deadline: ContinuousClock.Instant?, _ ready: (inout Value) -> Result?) -> Result? {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while true {
-            if let result = ready(&value) { return result }
+            if let result = ready(&value.pointee) { return result }
             guard let deadline else {
                 pthread_cond_wait(condition, mutex)
                 continue
@@ -61,5 +68,6 @@ package final class ConditionLock<Value>: @unchecked Sendable {
     }
 
     /// Wakes every waiter (they re-check their condition).
+    @inlinable
     package func broadcast() { pthread_cond_broadcast(condition) }
 }
