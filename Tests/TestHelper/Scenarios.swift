@@ -7,6 +7,12 @@ typealias Scenario = @Sendable ([String]) -> Int32
 /// listed here.
 let scenarios: [String: Scenario] = [
     "loop-descriptor-cycle": loopDescriptorCycle,
+    "names-server": namesServer,
+    "names-owner": namesOwner,
+    "names-request": namesRequest,
+    "names-churn": namesChurn,
+    "names-stress": namesStress,
+    "names-try": namesTry,
 ]
 
 /// Prints a line and flushes, so a parent reading a pipe sees it at once.
