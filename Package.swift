@@ -54,16 +54,22 @@ let package = Package(
             path: "Tests/TestHelper",
             swiftSettings: strict),
 
+        // What the test targets share: loop threads, waiting with deadlines, child processes.
+        .target(
+            name: "PortKitTestSupport", dependencies: ["PermanentThread"], path: "Tests/TestSupport",
+            swiftSettings: strict),
+
         .testTarget(
-            name: "PermanentThreadTests", dependencies: ["PermanentThread", "portkit-test-helper"],
+            name: "PermanentThreadTests", dependencies: ["PermanentThread", "PortKitTestSupport", "portkit-test-helper"],
             swiftSettings: strict),
         .testTarget(
-            name: "PortMessagingTests", dependencies: ["PortMessaging", "portkit-test-helper"],
+            name: "PortMessagingTests", dependencies: ["PortMessaging", "PortKitTestSupport", "portkit-test-helper"],
             swiftSettings: strict),
         .testTarget(
             name: "NamedPortServerTests",
             dependencies: [
-                "NamedPortServer", "PermanentThread", "PortMessaging", "portkit-test-helper", "portnamed", "portname",
+                "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper",
+                "portnamed", "portname",
             ],
             swiftSettings: strict),
     ]

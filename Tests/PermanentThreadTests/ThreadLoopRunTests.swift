@@ -1,6 +1,7 @@
 import Dispatch
 import Synchronization
 import Testing
+import PortKitTestSupport
 @testable import PermanentThread
 
 @Suite("ThreadLoop: running, results, stop, nesting")

@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import Synchronization
 import Testing
+import PortKitTestSupport
 @testable import PermanentThread
 
 @Suite("ThreadLoop: blocks, descriptors, resources")

@@ -7,6 +7,8 @@ typealias Scenario = @Sendable ([String]) -> Int32
 /// listed here.
 let scenarios: [String: Scenario] = [
     "loop-descriptor-cycle": loopDescriptorCycle,
+    "port-worker": portWorker,
+    "port-child-cycles": portChildCycles,
     "names-server": namesServer,
     "names-owner": namesOwner,
     "names-request": namesRequest,

@@ -74,8 +74,8 @@ package struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomStrin
     /// Duplicates the descriptor (close-on-exec set on the copy).
     ///
     /// The corresponding C function is `fcntl` with `F_DUPFD_CLOEXEC`.
-    package func duplicate() throws(Errno) -> FileDescriptor {
-        FileDescriptor(rawValue: try valueOrErrno { fcntl(rawValue, F_DUPFD_CLOEXEC, 0) }.get())
+    package func duplicate(atLeast minimum: CInt = 0) throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try valueOrErrno { fcntl(rawValue, F_DUPFD_CLOEXEC, minimum) }.get())
     }
 
     /// Makes a pipe; both ends close-on-exec. Returns (read end, write end).

@@ -40,6 +40,13 @@ extension FileDescriptor {
         package var descriptors: [CInt]
         /// The datagram or its descriptors did not fit the buffers (the excess is discarded).
         package var truncated: Bool
+
+        /// What a read got.
+        package init(count: Int, descriptors: [CInt], truncated: Bool) {
+            self.count = count
+            self.descriptors = descriptors
+            self.truncated = truncated
+        }
     }
 
     /// Receives one datagram (or what a stream has) and the descriptors sent with it,

@@ -11,6 +11,9 @@ package enum WireKind: UInt8, Hashable, Sendable, CaseIterable {
     case reply = 2
     /// The check-in handshake that introduces a port to a peer.
     case checkIn = 3
+    /// Transport control: the frame's only descriptor is a new connection for the
+    /// receiving port to adopt (how a port travels on to a third party).
+    case adoptConnection = 4
 }
 
 /// Per-frame flag bits. Version 1 defines none: every set bit is unknown and rejected

@@ -1,15 +1,15 @@
 import Dispatch
 import Foundation
 import Synchronization
-@testable import PermanentThread
+import PermanentThread
 
 /// A thread made for a test, running `body` with its own loop.
-final class LoopThread: Sendable {
-    let loop: ThreadLoop
+package final class LoopThread: Sendable {
+    package let loop: ThreadLoop
     private let finished = DispatchSemaphore(value: 0)
 
     /// Starts a thread, makes its loop, hands the loop back, then runs `body` on the thread.
-    init(name: String = "test-loop", _ body: @escaping @Sendable (ThreadLoop) -> Void) {
+    package init(name: String = "test-loop", _ body: @escaping @Sendable (ThreadLoop) -> Void) {
         let ready = DispatchSemaphore(value: 0)
         let box = Locked<ThreadLoop?>(nil)
         let finished = self.finished
@@ -27,14 +27,14 @@ final class LoopThread: Sendable {
     }
 
     /// Waits for `body` to return; false if it did not within `timeout`.
-    func join(timeout: Duration = .seconds(20)) -> Bool {
+    package func join(timeout: Duration = .seconds(20)) -> Bool {
         finished.wait(timeout: .now() + .nanoseconds(Int(timeout.components.seconds) * 1_000_000_000)) == .success
     }
 }
 
 /// Waits until `condition` holds, checking every millisecond, for at most `timeout`.
 /// Returns whether it held. Generous by default: the machine is small and shared.
-func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+package func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
     let deadline = ContinuousClock.now + timeout
     let pause = DispatchSemaphore(value: 0)
     while !condition() {
@@ -45,19 +45,21 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bo
 }
 
 /// A thread-safe list for recording what happened, in order.
-final class Recorder<Element: Sendable>: Sendable {
+package final class Recorder<Element: Sendable>: Sendable {
+    package init() {}
     private let items = Locked<[Element]>([])
-    func append(_ element: Element) { items.withLock { $0.append(element) } }
-    var all: [Element] { items.withLock { $0 } }
-    var count: Int { items.withLock { $0.count } }
+    package func append(_ element: Element) { items.withLock { $0.append(element) } }
+    package var all: [Element] { items.withLock { $0 } }
+    package var count: Int { items.withLock { $0.count } }
 }
 
 /// A keep-alive source: a mode holding it is never empty.
-func keepAlive() -> LoopSource { LoopSource(perform: {}) }
+package func keepAlive() -> LoopSource { LoopSource(perform: {}) }
 
 /// A thread-safe counter.
-final class Counter: Sendable {
+package final class Counter: Sendable {
+    package init() {}
     private let value = Atomic<Int>(0)
-    func increment() { value.add(1, ordering: .relaxed) }
-    var count: Int { value.load(ordering: .relaxed) }
+    package func increment() { value.add(1, ordering: .relaxed) }
+    package var count: Int { value.load(ordering: .relaxed) }
 }

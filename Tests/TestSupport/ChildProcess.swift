@@ -1,9 +1,9 @@
 import Foundation
 
 /// Runs the package's test helper as a real child process and collects its output.
-struct ChildProcess {
+package struct ChildProcess {
     /// The helper executable, built beside the test bundle.
-    static var helperPath: String {
+    package static var helperPath: String {
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         var directory = executable.deletingLastPathComponent()
         // The bundle is .build/<config>/PortKitPackageTests.xctest (a file on Linux).
@@ -15,7 +15,7 @@ struct ChildProcess {
     }
 
     /// Runs `portkit-test-helper scenario arguments…` to the end; returns (status, stdout).
-    static func run(_ scenario: String, _ arguments: [String] = []) throws -> (status: Int32, output: String) {
+    package static func run(_ scenario: String, _ arguments: [String] = []) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: helperPath)
         process.arguments = [scenario] + arguments

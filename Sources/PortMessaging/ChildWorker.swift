@@ -1,0 +1,137 @@
+import Glibc
+import PermanentThread
+
+/// A child process started with a channel to the boss's receive port, ready for the
+/// check-in protocol: the parent spawns, the child calls `ChildWorker.bossPort()`.
+///
+/// The channel is a Unix stream socket pair (ports and descriptors can travel) or a pair of
+/// pipes (bytes only), inherited by the child at descriptors 3 (and 4 for pipes) and named
+/// in its environment (`PORTKIT_BOSS_FDS`).
+public struct ChildWorker: Sendable {
+    /// The kind of channel between parent and child.
+    public enum Channel: Sendable {
+        /// A SOCK_STREAM socket pair: ports and descriptors can travel.
+        case socket
+        /// Two pipes: bytes only.
+        case pipes
+    }
+
+    /// The child's process id.
+    public let pid: pid_t
+
+    /// The environment variable that names the inherited descriptors in the child.
+    public static let environmentKey = "PORTKIT_BOSS_FDS"
+
+    /// Spawns `executable` with `arguments`, its channel adopted by `bossPort`, which
+    /// must be scheduled for the child's check-in to arrive.
+    /// - Throws: `PortError.system` when the channel or the process cannot be made.
+    public static func spawn(
+        executable: String, arguments: [String] = [], bossPort: ReceivePort, channel: Channel = .socket
+    ) throws(PortError) -> ChildWorker {
+        var parentEnds: [FileDescriptor] = []
+        var childEnds: [FileDescriptor] = []
+        let connection: Connection
+        switch channel {
+        case .socket:
+            let (parent, child) = try Connection.makeSocketPair()
+            parentEnds = [parent]
+            childEnds = [child]
+            connection = Connection(.socket(parent), limits: bossPort.limits)
+        case .pipes:
+            do {
+                let toChild = try FileDescriptor.pipe()
+                let toParent = try FileDescriptor.pipe()
+                try toChild.write.setNonBlocking()
+                try toParent.read.setNonBlocking()
+                parentEnds = [toParent.read, toChild.write]
+                childEnds = [toChild.read, toParent.write]
+            } catch {
+                throw PortError("pipe", error)
+            }
+            connection = Connection(.pipes(read: parentEnds[0], write: parentEnds[1]), limits: bossPort.limits)
+        }
+        defer { for end in childEnds { try? end.close() } }
+        let pid: pid_t
+        do {
+            pid = try spawnProcess(executable, arguments, inheriting: childEnds)
+        } catch {
+            for end in parentEnds { try? end.close() }
+            throw error
+        }
+        try bossPort.adopt(connection)
+        return ChildWorker(pid: pid)
+    }
+
+    /// In the child: the send port to the boss that spawned it.
+    /// - Throws: `.invalidPort` when the process was not spawned by `ChildWorker.spawn`.
+    public static func bossPort() throws(PortError) -> SendPort {
+        guard let raw = getenv(environmentKey) else { throw .invalidPort }
+        let fds = String(cString: raw).split(separator: ",").compactMap { CInt($0) }
+        unsetenv(environmentKey)
+        let ends = fds.map(FileDescriptor.init(rawValue:))
+        for end in ends {
+            try? end.setCloseOnExec()
+            try? end.setNonBlocking()
+        }
+        switch ends.count {
+        case 1: return SendPort(connection: Connection(.socket(ends[0])))
+        case 2: return SendPort(connection: Connection(.pipes(read: ends[0], write: ends[1])))
+        default: throw .invalidPort
+        }
+    }
+
+    /// Sends `signal` to the child. The corresponding C function is `kill`.
+    public func kill(_ signal: CInt = SIGTERM) {
+        _ = Glibc.kill(pid, signal)
+    }
+
+    /// Waits for the child to end; returns its raw wait status.
+    @discardableResult
+    public func wait() -> CInt {
+        var status: CInt = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+
+    private static func spawnProcess(_ executable: String, _ arguments: [String], inheriting ends: [FileDescriptor]) throws(PortError) -> pid_t {
+        // Move the ends out of the way of 3, 4, … first, so no dup2 overwrites another end.
+        var high: [FileDescriptor] = []
+        defer { for fd in high { try? fd.close() } }
+        for end in ends {
+            do { high.append(try end.duplicate(atLeast: 64)) } catch { throw PortError("fcntl(F_DUPFD_CLOEXEC)", error) }
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // dup2 onto 3, 4, … clears close-on-exec on the child's copies only.
+        for (index, end) in high.enumerated() {
+            posix_spawn_file_actions_adddup2(&actions, end.rawValue, CInt(3 + index))
+        }
+        let names = (0..<ends.count).map { String(3 + $0) }.joined(separator: ",")
+        var environment = ProcessEnvironment.current.filter { !$0.hasPrefix(environmentKey + "=") }
+        environment.append("\(environmentKey)=\(names)")
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup($0) } + [nil]
+        defer {
+            for pointer in argv { free(pointer) }
+            for pointer in envp { free(pointer) }
+        }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard status == 0 else { throw PortError.system(operation: "posix_spawn \(executable)", errno: status) }
+        return pid
+    }
+}
+
+/// The calling process's environment as `NAME=value` strings.
+enum ProcessEnvironment {
+    static var current: [String] {
+        var result: [String] = []
+        var pointer = environ
+        while let entry = pointer.pointee {
+            result.append(String(cString: entry))
+            pointer += 1
+        }
+        return result
+    }
+}

@@ -1,0 +1,60 @@
+/// A message: an id, ordered components (bytes, ports, file descriptors) and an optional
+/// reply port — the seeds' NSPortMessage, with no Foundation in it.
+///
+/// Descriptors: sending does not take a descriptor component away from the sender (the
+/// kernel, or the in-process transport, gives the receiver a duplicate); a received
+/// descriptor belongs to the receiver, who closes it.
+public struct Message: Sendable {
+    /// The application's message id (the check-in protocol uses 100 unless configured).
+    public var id: UInt32
+    /// The content, in order.
+    public var components: [MessageComponent]
+    /// Where the receiver can send answers, if anywhere.
+    public var replyPort: SendPort?
+
+    /// Makes a message.
+    public init(id: UInt32 = 0, components: [MessageComponent] = [], replyPort: SendPort? = nil) {
+        self.id = id
+        self.components = components
+        self.replyPort = replyPort
+    }
+
+    /// Makes a message with one bytes component.
+    public init(id: UInt32 = 0, bytes: [UInt8], replyPort: SendPort? = nil) {
+        self.init(id: id, components: [.data(bytes)], replyPort: replyPort)
+    }
+
+    /// Makes a message with one bytes component holding `text` as UTF-8.
+    public init(id: UInt32 = 0, text: String, replyPort: SendPort? = nil) {
+        self.init(id: id, bytes: Array(text.utf8), replyPort: replyPort)
+    }
+
+    /// The first bytes component, or empty.
+    public var bytes: [UInt8] {
+        for component in components { if case .data(let bytes) = component { return bytes } }
+        return []
+    }
+
+    /// The first bytes component as UTF-8 text.
+    public var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// The ports among the components, in order.
+    public var ports: [SendPort] {
+        components.compactMap { if case .port(let port) = $0 { port } else { nil } }
+    }
+
+    /// The file descriptors among the components, in order.
+    public var descriptors: [CInt] {
+        components.compactMap { if case .descriptor(let fd) = $0 { fd } else { nil } }
+    }
+}
+
+/// One item of a message.
+public enum MessageComponent: Sendable {
+    /// Bytes.
+    case data([UInt8])
+    /// A port the receiver can send to (a send right).
+    case port(SendPort)
+    /// A file descriptor (the receiver gets its own duplicate).
+    case descriptor(CInt)
+}

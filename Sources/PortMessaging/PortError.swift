@@ -1,0 +1,56 @@
+import Glibc
+@_exported import PermanentThread
+
+/// What can go wrong sending or receiving on a port. Nothing is lost without one of these.
+public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The receiver stayed full (or the connection stayed unwritable) past the send timeout;
+    /// the message was not sent.
+    case sendTimedOut
+    /// No reply came before the receive timeout (the request was delivered).
+    case receiveTimedOut
+    /// The port was invalidated; nothing can be sent to or received on it.
+    case invalidPort
+    /// The peer process died or closed its end (before or while waiting for a reply).
+    case peerDied
+    /// The message is larger than the limit; it was not sent.
+    case messageTooLarge(size: Int, limit: Int)
+    /// Ports and descriptors cannot travel over this transport (pipes); use a socket.
+    case descriptorsNeedASocket
+    /// The peer sent bytes that are not a valid frame; the connection was closed.
+    case malformed(String)
+    /// The port is not scheduled on a run loop, so nothing would ever receive.
+    case notScheduled
+    /// The port is scheduled already; a port is scheduled once.
+    case alreadyScheduled
+    /// A system call failed; `errno` says why.
+    case system(operation: String, errno: Int32)
+
+    /// A one-line explanation.
+    public var description: String {
+        switch self {
+        case .sendTimedOut: "send timed out: the receiver did not take the message in time"
+        case .receiveTimedOut: "receive timed out: no reply in time"
+        case .invalidPort: "the port is invalid"
+        case .peerDied: "the peer died or closed its end"
+        case .messageTooLarge(let size, let limit): "message of \(size) bytes is over the limit of \(limit)"
+        case .descriptorsNeedASocket: "ports and descriptors can only travel over a socket, not a pipe"
+        case .malformed(let why): "malformed frame from the peer: \(why)"
+        case .notScheduled: "the port is not scheduled on a run loop"
+        case .alreadyScheduled: "the port is already scheduled"
+        case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
+        }
+    }
+
+    init(_ operation: String, _ errno: Errno) {
+        self = .system(operation: operation, errno: errno.rawValue)
+    }
+
+    /// The error for a failed write or read on a connection.
+    init(connection operation: String, _ errno: Errno) {
+        switch errno.rawValue {
+        case EPIPE, ECONNRESET, ENOTCONN, ECONNREFUSED, ESHUTDOWN: self = .peerDied
+        case EBADF: self = .invalidPort
+        default: self.init(operation, errno)
+        }
+    }
+}

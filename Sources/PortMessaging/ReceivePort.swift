@@ -1,0 +1,274 @@
+import Glibc
+import PermanentThread
+
+/// A port messages arrive at: the receiving half of the seeds' NSMachPort pair.
+///
+/// Make one, `schedule` it on a run loop in some modes with a handler, and hand out send
+/// ports: `makeSendPort()` for threads of this process (messages are moved to the port's
+/// queue — no encoding, no socket), or pass a send port inside a message, or hand it to a
+/// child (`ChildWorker`), to reach it from other processes over Unix sockets or pipes.
+/// The handler runs on the loop's thread, one message at a time, in arrival order per
+/// sender; for a request, what it returns is the reply.
+///
+/// Bounded: at most `capacity` in-process messages wait in the queue; a sender then
+/// waits up to its timeout and fails with `PortError.sendTimedOut`. Nothing is dropped.
+public final class ReceivePort: Sendable {
+    /// The default bound of the in-process queue.
+    public static let defaultCapacity = 1024
+
+    /// The default largest message accepted from another process: 16 MiB.
+    public static let defaultMaxMessageBytes = 16 * 1024 * 1024
+
+    /// The most in-process messages that may wait in the queue.
+    public let capacity: Int
+    /// The largest message (bytes components together) the port accepts.
+    public let maxMessageBytes: Int
+    let limits: WireLimits
+    private let queue: ConditionLock<LocalQueue>
+    private let state = Locked(State())
+    private let checkIns = ConditionLock<[SendPort]>([])
+
+    /// A message moved in-process, with where its reply goes (for a request).
+    struct Envelope {
+        var message: Message
+        var reply: ReplySlot?
+        var isCheckIn = false
+    }
+
+    struct LocalQueue {
+        var envelopes: [Envelope] = []
+        var valid = true
+        var sendersWaiting = false
+    }
+
+    struct Schedule {
+        let loop: ThreadLoop
+        let modes: [LoopMode]
+        let handler: @Sendable (Message) -> Message?
+        let source: LoopSource
+    }
+
+    struct State {
+        var valid = true
+        var schedule: Schedule?
+        var connections: [ObjectIdentifier: Connection] = [:]
+        var invalidationHandlers: [@Sendable () -> Void] = []
+    }
+
+    /// Makes a port.
+    /// - Parameters:
+    ///   - capacity: how many in-process messages may wait (default 1024).
+    ///   - maxMessageBytes: the largest message accepted from another process (default 16 MiB).
+    public init(capacity: Int = ReceivePort.defaultCapacity, maxMessageBytes: Int = ReceivePort.defaultMaxMessageBytes) {
+        self.capacity = max(1, capacity)
+        self.maxMessageBytes = maxMessageBytes
+        self.limits = .transport(maxMessageBytes: maxMessageBytes)
+        self.queue = ConditionLock(LocalQueue())
+    }
+
+    /// Whether the port can still receive.
+    public var isValid: Bool { state.withLock { $0.valid } }
+
+    /// Starts delivering messages to `handler` on `loop`'s thread, in `modes`.
+    ///
+    /// Messages sent before the port was scheduled are delivered then. A port is scheduled
+    /// once. - Throws: `.invalidPort`, `.alreadyScheduled`, or `.invalidPort` when the loop
+    /// has ended.
+    public func schedule(
+        on loop: ThreadLoop = .current, inModes modes: [LoopMode] = [.default],
+        handler: @escaping @Sendable (Message) -> Message?
+    ) throws(PortError) {
+        let source = LoopSource(perform: { [weak self] in self?.drainLocalQueue() })
+        let connections = try state.withLock { (state) throws(PortError) -> [Connection] in
+            guard state.valid else { throw .invalidPort }
+            guard state.schedule == nil else { throw .alreadyScheduled }
+            state.schedule = Schedule(loop: loop, modes: modes, handler: handler, source: source)
+            return Array(state.connections.values)
+        }
+        do {
+            for mode in modes { try loop.add(source, forMode: mode) }
+        } catch {
+            invalidate()
+            throw .invalidPort
+        }
+        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes) }
+        if queue.withLock({ !$0.envelopes.isEmpty }) { source.signal() }
+    }
+
+    /// A send port for threads of this process: sending moves the message into this
+    /// port's queue and wakes its loop.
+    public func makeSendPort() -> SendPort { SendPort(local: self) }
+
+    /// Runs `handler` (on the port's loop thread when scheduled) once the port is invalidated.
+    public func onInvalidation(_ handler: @escaping @Sendable (ReceivePort) -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.valid { state.invalidationHandlers.append { [weak self] in if let self { handler(self) } } }
+            return !state.valid
+        }
+        if now { handler(self) }
+    }
+
+    /// Stops receiving for good: queued in-process requests fail with `.invalidPort`,
+    /// blocked senders wake and fail, connections close (their peers see the port die),
+    /// and the invalidation handlers run. Safe from any thread, and more than once.
+    public func invalidate() {
+        let taken = state.withLock { state -> (Schedule?, [Connection], [@Sendable () -> Void])? in
+            guard state.valid else { return nil }
+            state.valid = false
+            defer { state.connections = [:]; state.invalidationHandlers = [] }
+            return (state.schedule, Array(state.connections.values), state.invalidationHandlers)
+        }
+        guard let (schedule, connections, handlers) = taken else { return }
+        let dropped = queue.withLock { queue -> [Envelope] in
+            queue.valid = false
+            defer { queue.envelopes = [] }
+            return queue.envelopes
+        }
+        queue.broadcast()
+        for envelope in dropped {
+            envelope.reply?.fail(.invalidPort)
+            for fd in envelope.message.descriptors { Glibc.close(fd) }
+        }
+        schedule?.source.invalidate()
+        for connection in connections { connection.close(.invalidPort) }
+        let notify: @Sendable () -> Void = { for handler in handlers { handler() } }
+        if let loop = schedule?.loop, !loop.isCurrent, (try? loop.perform(notify)) != nil {
+        } else {
+            notify()
+        }
+    }
+
+    deinit { invalidate() }
+
+    // MARK: In-process delivery
+
+    /// Puts an envelope in the queue, waiting for room until `deadline`.
+    func enqueue(_ envelope: Envelope, deadline: ContinuousClock.Instant?) throws(PortError) {
+        let outcome = queue.wait(until: deadline) { queue -> Result<Bool, PortError>? in
+            guard queue.valid else { return .failure(.invalidPort) }
+            guard queue.envelopes.count < capacity else {
+                queue.sendersWaiting = true
+                return nil
+            }
+            queue.envelopes.append(envelope)
+            return .success(queue.envelopes.count == 1)
+        }
+        guard let outcome else { throw .sendTimedOut }
+        // Only the message that made the queue non-empty signals: one wake per batch.
+        if try outcome.get() { state.withLock { $0.schedule?.source }?.signal() }
+    }
+
+    private func drainLocalQueue() {
+        let (batch, wakeSenders) = queue.withLock { queue -> ([Envelope], Bool) in
+            defer { queue.envelopes = []; queue.sendersWaiting = false }
+            return (queue.envelopes, queue.sendersWaiting)
+        }
+        if wakeSenders { queue.broadcast() }
+        guard let handler = state.withLock({ $0.schedule?.handler }) else { return }
+        for envelope in batch {
+            if envelope.isCheckIn {
+                if let port = envelope.message.replyPort { checkedIn(port) }
+                continue
+            }
+            let reply = handler(envelope.message)
+            envelope.reply?.fulfil(reply ?? Message(id: envelope.message.id))
+        }
+    }
+
+    /// The loop and mode of a scheduled port, if its loop is the calling thread's.
+    var loopIfCurrent: (ThreadLoop, LoopMode)? {
+        guard let schedule = state.withLock({ $0.schedule }), schedule.loop.isCurrent else { return nil }
+        return (schedule.loop, schedule.loop.currentMode ?? schedule.modes[0])
+    }
+
+    // MARK: Connections (other processes)
+
+    /// Takes ownership of a connected stream socket whose peer speaks the PortKit wire
+    /// protocol; frames on it are delivered to this port's handler, and requests are
+    /// answered on it.
+    package func adoptConnection(_ socket: FileDescriptor) throws(PortError) {
+        do { try socket.setNonBlocking() } catch { throw PortError("fcntl", error) }
+        try adopt(Connection(.socket(socket), limits: limits))
+    }
+
+    /// Adopts a connection (a socket or a pipe pair).
+    func adopt(_ connection: Connection) throws(PortError) {
+        let schedule = try state.withLock { (state) throws(PortError) -> Schedule? in
+            guard state.valid else { throw .invalidPort }
+            state.connections[ObjectIdentifier(connection)] = connection
+            return state.schedule
+        }
+        connection.onClose { [weak self, weak connection] _ in
+            guard let self, let connection else { return }
+            _ = self.state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        }
+        if let schedule {
+            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes)
+        }
+    }
+
+    /// A message from a connection, on the loop's thread.
+    func receive(_ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection) {
+        switch kind {
+        case .checkIn:
+            checkedIn(message.replyPort ?? SendPort(connection: connection))
+        case .request:
+            let reply = state.withLock({ $0.schedule?.handler })?(message) ?? Message(id: message.id)
+            do {
+                let frame = try WireMapping.frame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits)
+                defer { frame.closeTransient() }
+                try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: .now + Self.replySendTimeout)
+            } catch {
+                // The requester sees its receive timeout; nothing else can be told.
+            }
+        case .message, .reply, .adoptConnection:
+            _ = state.withLock({ $0.schedule?.handler })?(message)
+        }
+    }
+
+    /// How long a reply may wait for room on its connection.
+    static let replySendTimeout: Duration = .seconds(10)
+
+    // MARK: Check-in
+
+    func checkedIn(_ port: SendPort) {
+        checkIns.withLock { $0.append(port) }
+        checkIns.broadcast()
+    }
+
+    /// Waits for the next check-in on this port (running the port's loop if it is the
+    /// calling thread's).
+    func awaitCheckIn(deadline: ContinuousClock.Instant) throws(PortError) -> SendPort {
+        guard let schedule = state.withLock({ $0.schedule }) else { throw .notScheduled }
+        let take: (inout [SendPort]) -> SendPort? = { $0.isEmpty ? nil : $0.removeFirst() }
+        if schedule.loop.isCurrent {
+            while true {
+                if let port = checkIns.withLock(take) { return port }
+                guard isValid else { throw .invalidPort }
+                if ContinuousClock.now >= deadline { throw .receiveTimedOut }
+                _ = try? schedule.loop.run(mode: schedule.modes[0], until: deadline, returnAfterSourceHandled: true)
+            }
+        }
+        guard let port = checkIns.wait(until: deadline, take) else { throw .receiveTimedOut }
+        return port
+    }
+}
+
+/// Where an in-process request's reply goes: filled once, waited on by the requester.
+final class ReplySlot: Sendable {
+    private let slot = ConditionLock<Result<Message, PortError>?>(nil)
+
+    func fulfil(_ message: Message) { set(.success(message)) }
+    func fail(_ error: PortError) { set(.failure(error)) }
+
+    private func set(_ result: Result<Message, PortError>) {
+        slot.withLock { if $0 == nil { $0 = result } }
+        slot.broadcast()
+    }
+
+    var result: Result<Message, PortError>? { slot.withLock { $0 } }
+
+    func wait(until deadline: ContinuousClock.Instant?) -> Result<Message, PortError>? {
+        slot.wait(until: deadline) { $0 }
+    }
+}

@@ -1,0 +1,226 @@
+import Dispatch
+import Glibc
+import PermanentThread
+
+/// A handle to send messages to a `ReceivePort`: in this process, or in another one over a
+/// Unix socket or a pipe — the same calls for all.
+///
+/// Sending never drops a message silently: it is delivered, or the call throws
+/// (`sendTimedOut` when the receiver stayed full past the timeout, `peerDied`,
+/// `invalidPort`, `messageTooLarge`). A send port can travel inside a message, to a thread
+/// or another process, which can then send to the same receive port directly.
+public final class SendPort: Sendable {
+    enum Route: Sendable {
+        case local(ReceivePort)
+        case connection(Connection)
+    }
+
+    let route: Route
+    private let valid = Locked(true)
+
+    init(local port: ReceivePort) { route = .local(port) }
+    init(connection: Connection) { route = .connection(connection) }
+
+    /// Takes ownership of a connected stream socket whose peer is a receive port's
+    /// connection (as a name server hands out).
+    package convenience init(adoptingSocket socket: FileDescriptor) {
+        try? socket.setNonBlocking()
+        self.init(connection: Connection(.socket(socket)))
+    }
+
+    /// Whether messages can still be sent: false once invalidated, once the receive port is
+    /// invalidated, or once the peer process died or closed.
+    public var isValid: Bool {
+        guard valid.withLock({ $0 }) else { return false }
+        switch route {
+        case .local(let port): return port.isValid
+        case .connection(let connection): return connection.isOpen
+        }
+    }
+
+    /// Gives up this send right; a connection to another process is closed.
+    public func invalidate() {
+        valid.withLock { $0 = false }
+        if case .connection(let connection) = route { connection.close(.invalidPort) }
+    }
+
+    private func checkValid() throws(PortError) {
+        guard valid.withLock({ $0 }) else { throw .invalidPort }
+    }
+
+    /// Sends a one-way message.
+    /// - Parameters:
+    ///   - message: the message; descriptor components are duplicated for the receiver.
+    ///   - timeout: how long to wait while the receiver is full; `nil` waits as long as it takes.
+    /// - Throws: `.sendTimedOut`, `.invalidPort`, `.peerDied`, `.messageTooLarge`,
+    ///   `.descriptorsNeedASocket`.
+    public func send(_ message: Message, timeout: Duration? = nil) throws(PortError) {
+        try checkValid()
+        let deadline = timeout.map { ContinuousClock.now + $0 }
+        switch route {
+        case .local(let port):
+            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes)), deadline: deadline)
+        case .connection(let connection):
+            try write(message, kind: .message, sequence: 0, on: connection, deadline: deadline)
+        }
+    }
+
+    /// Sends a request and waits for its reply (CFMessagePortSendRequest): the receiving
+    /// port's handler returns the reply.
+    /// - Parameters:
+    ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
+    ///   - receiveTimeout: how long to wait for the reply once sent; `nil` as long as it takes.
+    /// - Throws: `.sendTimedOut` (not sent), `.receiveTimedOut` (sent, no reply in time),
+    ///   `.peerDied` (the peer went away, before or while waiting), `.invalidPort`,
+    ///   `.messageTooLarge`.
+    public func sendRequest(
+        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
+    ) throws(PortError) -> Message {
+        try checkValid()
+        let sendDeadline = sendTimeout.map { ContinuousClock.now + $0 }
+        switch route {
+        case .local(let port):
+            let slot = ReplySlot()
+            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: sendDeadline)
+            let deadline = receiveTimeout.map { ContinuousClock.now + $0 }
+            if let (loop, mode) = port.loopIfCurrent {
+                // The receiver runs on this very thread: run its loop until the reply is in.
+                while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+                    _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                }
+            }
+            guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
+            return try result.get()
+        case .connection(let connection):
+            // An unbound connection is read by its requester: one request at a time.
+            guard connection.requestToken.wait(until: sendDeadline, { busy -> Bool? in
+                if busy { return nil }
+                busy = true
+                return true
+            }) != nil else { throw .sendTimedOut }
+            defer {
+                connection.requestToken.withLock { $0 = false }
+                connection.requestToken.broadcast()
+            }
+            let sequence = connection.nextSequence()
+            connection.expectReply(sequence)
+            do {
+                try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
+            } catch {
+                connection.abandonReply(sequence)
+                throw error
+            }
+            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { ContinuousClock.now + $0 })
+        }
+    }
+
+    /// `sendRequest` without blocking a task's thread: the wait happens off the cooperative
+    /// pool, and the reply (or the error) resumes the task.
+    public func request(
+        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
+    ) async throws(PortError) -> Message {
+        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message, PortError>, Never>) in
+            // A blocking wait does not belong on the cooperative pool; Dispatch's global
+            // queue is made to absorb blocked threads.
+            DispatchQueue.global().async {
+                continuation.resume(returning: Result { () throws(PortError) -> Message in
+                    try self.sendRequest(message, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
+                })
+            }
+        }
+        return try result.get()
+    }
+
+    /// Calls `handler` on `loop`'s thread when this port becomes invalid because its receive
+    /// port was invalidated or its peer process died or closed — within one pass of `loop`.
+    /// - Throws: `.invalidPort` when the loop has ended.
+    public func onInvalidation(on loop: ThreadLoop = .current, _ handler: @escaping @Sendable (SendPort) -> Void) throws(PortError) {
+        let notify: @Sendable () -> Void = { [weak self] in
+            guard let self else { return }
+            if loop.isCurrent { handler(self) } else { try? loop.perform { handler(self) } }
+        }
+        switch route {
+        case .local(let port):
+            port.onInvalidation { _ in notify() }
+        case .connection(let connection):
+            connection.onClose { _ in notify() }
+            try connection.watchForHangup(on: loop)
+        }
+    }
+
+    // MARK: Internals
+
+    private func write(_ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?) throws(PortError) {
+        let frame = try WireMapping.frame(for: message, kind: kind, sequence: sequence, limits: connection.limits)
+        defer { frame.closeTransient() }
+        try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: deadline)
+    }
+
+    /// Sends the check-in of the protocol: the worker's port travels as the reply port, or,
+    /// on a connection, the connection itself becomes the worker's port.
+    func sendCheckIn(id: UInt32, from port: ReceivePort, deadline: ContinuousClock.Instant) throws(PortError) {
+        try checkValid()
+        switch route {
+        case .local(let boss):
+            try boss.enqueue(.init(message: Message(id: id, replyPort: port.makeSendPort()), isCheckIn: true), deadline: deadline)
+        case .connection(let connection):
+            try port.adopt(connection)
+            try write(Message(id: id), kind: .checkIn, sequence: 0, on: connection, deadline: deadline)
+        }
+    }
+
+    /// A new connection end to this port, to send to another process: the receive port (or
+    /// the peer holding it) adopts the other end.
+    func transferableEnd() throws(PortError) -> FileDescriptor {
+        try checkValid()
+        let (mine, theirs) = try Connection.makeSocketPair()
+        do throws(PortError) {
+            switch route {
+            case .local(let port):
+                try port.adoptConnection(mine)
+            case .connection(let connection):
+                guard connection.carriesDescriptors else { throw PortError.descriptorsNeedASocket }
+                defer { try? mine.close() }
+                let control = try WireCodec.encodeControl()
+                try connection.write(control, descriptors: [mine.rawValue], deadline: .now + ReceivePort.replySendTimeout)
+            }
+            return theirs
+        } catch {
+            try? theirs.close()
+            throw error
+        }
+    }
+
+    /// A copy of `message` for in-process delivery, with descriptors duplicated so the
+    /// receiver owns its own (as it would across processes).
+    static func localCopy(of message: Message, limit: Int) throws(PortError) -> Message {
+        var size = 0
+        for case .data(let bytes) in message.components { size += bytes.count }
+        guard size <= limit else { throw .messageTooLarge(size: size, limit: limit) }
+        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return message }
+        var copy = message
+        for (index, component) in message.components.enumerated() {
+            guard case .descriptor(let fd) = component else { continue }
+            do {
+                copy.components[index] = .descriptor(try FileDescriptor(rawValue: fd).duplicate().rawValue)
+            } catch {
+                for made in copy.components[..<index] {
+                    if case .descriptor(let fd) = made { Glibc.close(fd) }
+                }
+                throw PortError("dup", error)
+            }
+        }
+        return copy
+    }
+}
+
+extension WireCodec {
+    /// The frame that asks the peer to adopt the descriptor sent with it.
+    static func encodeControl() throws(PortError) -> [UInt8] {
+        do {
+            return try encode(WireMessage(kind: .adoptConnection, id: 0, components: [.descriptor(index: 0)]))
+        } catch {
+            throw .malformed(error.description)
+        }
+    }
+}

@@ -1,0 +1,131 @@
+import Dispatch
+import Glibc
+import PortKitTestSupport
+import Testing
+@testable import PortMessaging
+
+@Suite("Ports between processes")
+struct ChildProcessPortTests {
+    @Test(arguments: [ChildWorker.Channel.socket, .pipes])
+    func checkInWithAChildThenMessagesBothWays(channel: ChildWorker.Channel) throws {
+        let child = try WorkerChild(channel: channel)
+        defer { child.finish() }
+        let reply = try child.worker.sendRequest(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(30))
+        #expect(reply.text == "ping")
+        try child.worker.send(Message(id: WorkerOp.sendBack), timeout: .seconds(10))
+        #expect(eventually { child.boss.received.all.contains { $0.text == "one-way from the child" } })
+    }
+
+    @Test func requestReplyTimeoutsWithAChild() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        #expect(throws: PortError.receiveTimedOut) {
+            try child.worker.sendRequest(Message(id: WorkerOp.sleepThenReply, text: "800"), receiveTimeout: .milliseconds(100))
+        }
+        // The late reply is discarded; the next request gets its own reply.
+        let reply = try child.worker.sendRequest(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
+        #expect(reply.text == "after")
+    }
+
+    @Test(arguments: [0, 1, ReceivePort.defaultMaxMessageBytes])
+    func sizesRoundTripThroughAChild(size: Int) throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        let reply = try child.worker.sendRequest(Message(id: WorkerOp.echo, bytes: bytes), receiveTimeout: .seconds(60))
+        #expect(reply.bytes == bytes)
+    }
+
+    @Test func overTheLimitIsRefusedAtTheSender() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        let tooBig = [UInt8](repeating: 1, count: ReceivePort.defaultMaxMessageBytes + 1)
+        #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: ReceivePort.defaultMaxMessageBytes)) {
+            try child.worker.send(Message(id: WorkerOp.echo, bytes: tooBig))
+        }
+        // The connection is intact.
+        #expect(try child.worker.sendRequest(Message(id: WorkerOp.echo, text: "still here")).text == "still here")
+    }
+
+    @Test func aHundredThousandMessagesToAChildArriveInOrder() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        for i in 0..<100_000 { try child.worker.send(streamMessage(UInt64(i)), timeout: .seconds(30)) }
+        let report = try child.worker.sendRequest(Message(id: WorkerOp.streamReport), receiveTimeout: .seconds(60))
+        #expect(report.text == "100000 true")
+    }
+
+    @Test func aBurstOfBackToBackMessagesArrivesComplete() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        let senders = 4, each = 2_500
+        DispatchQueue.concurrentPerform(iterations: senders) { _ in
+            for _ in 0..<each { try! child.worker.send(Message(id: WorkerOp.sendBack), timeout: .seconds(30)) }
+        }
+        #expect(eventually(timeout: .seconds(60)) { child.boss.received.count == senders * each })
+    }
+
+    @Test func aDescriptorTravelsToAChild() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        let pipe = try FileDescriptor.pipe()
+        defer { try? pipe.read.close() }
+        let reply = try child.worker.sendRequest(Message(id: WorkerOp.writeToDescriptor, components: [.descriptor(pipe.write.rawValue)]))
+        try pipe.write.close()
+        #expect(reply.text == "wrote 1")
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let n = try buffer.withUnsafeMutableBytes { try pipe.read.read(into: $0) }
+        #expect(String(decoding: buffer.prefix(n), as: UTF8.self) == "written by the child")
+    }
+
+    @Test func aPortHandedToAChildIsUsedDirectly() throws {
+        let child = try WorkerChild()
+        defer { child.finish() }
+        let third = ServedPort()
+        defer { third.stop() }
+        let reply = try child.worker.sendRequest(
+            Message(id: WorkerOp.talkToPassedPort, components: [.port(third.port.makeSendPort())]))
+        #expect(reply.text == "sent to 1")
+        #expect(eventually { third.received.all.map(\.text) == ["hello from the child"] })
+    }
+
+    @Test func pipesRefuseDescriptorsAtTheSender() throws {
+        let child = try WorkerChild(channel: .pipes)
+        defer { child.finish() }
+        #expect(throws: PortError.descriptorsNeedASocket) {
+            try child.worker.send(Message(components: [.descriptor(0)]))
+        }
+    }
+
+    @Test func killingTheChildInvalidatesAndFailsWaiters() throws {
+        let child = try WorkerChild()
+        let told = Counter()
+        try child.worker.onInvalidation(on: child.boss.thread.loop) { _ in told.increment() }
+        let outcome = Locked<Result<Message, PortError>?>(nil)
+        let worker = child.worker
+        let requester = LoopThread(name: "requester") { _ in
+            let result = Result { () throws(PortError) -> Message in
+                try worker.sendRequest(Message(id: WorkerOp.sleepThenReply, text: "20000"), receiveTimeout: .seconds(60))
+            }
+            outcome.withLock { $0 = result }
+        }
+        // Kill mid-stream: one-way messages are flowing while the request waits.
+        for i in 0..<1000 { try? worker.send(streamMessage(UInt64(i)), timeout: .seconds(5)) }
+        child.child.kill(SIGKILL)
+        child.child.wait()
+        #expect(requester.join(timeout: .seconds(60)))
+        #expect(throws: PortError.peerDied) { try outcome.withLock { $0 }?.get() }
+        #expect(eventually { told.count == 1 })
+        #expect(!worker.isValid)
+        #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
+        child.boss.stop()
+    }
+
+    @Test func noDescriptorLeaksOverAHundredChildCycles() throws {
+        let (status, output) = try ChildProcess.run("port-child-cycles", ["100"])
+        #expect(status == 0, "helper said: \(output)")
+        let counts = output.split(separator: " ").compactMap { $0.split(separator: "=").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
+        try #require(counts.count == 2, "helper said: \(output)")
+        #expect(counts[0] == counts[1], "100 children came and went: \(output)")
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import Glibc
+import PortKitTestSupport
+@testable import PortMessaging
+
+/// A receive port served on a thread of its own, recording what its handler saw.
+final class ServedPort: Sendable {
+    let port: ReceivePort
+    let thread: LoopThread
+    let received = Recorder<Message>()
+
+    /// Schedules `port` on a new loop thread with `reply` as the handler (after recording).
+    init(_ port: ReceivePort = ReceivePort(), reply: @escaping @Sendable (Message) -> Message? = { _ in nil }) {
+        self.port = port
+        let received = self.received
+        thread = LoopThread(name: "served-port") { loop in
+            let keep = keepAlive()
+            try! loop.add(keep, forMode: .default)
+            _ = try! loop.run(mode: .default, until: .now + .seconds(600))
+            keep.invalidate()
+        }
+        try! port.schedule(on: thread.loop) { message in
+            received.append(message)
+            return reply(message)
+        }
+    }
+
+    func stop() {
+        port.invalidate()
+        thread.loop.stop()
+        _ = thread.join()
+    }
+}
+
+/// A worker child process (the test helper's `port-worker`), checked in with a boss port
+/// served on a thread of its own.
+final class WorkerChild: Sendable {
+    let boss: ServedPort
+    let child: ChildWorker
+    let worker: SendPort
+
+    init(channel: ChildWorker.Channel = .socket) throws {
+        boss = ServedPort()
+        child = try ChildWorker.spawn(
+            executable: ChildProcess.helperPath, arguments: ["port-worker"], bossPort: boss.port, channel: channel)
+        worker = try PortCheckIn.awaitWorker(on: boss.port, timeout: .seconds(30))
+    }
+
+    func finish() {
+        try? worker.send(Message(id: WorkerOp.exit), timeout: .seconds(5))
+        child.wait()
+        boss.stop()
+    }
+}
+
+/// Message ids of the test helper's port worker (Tests/TestHelper/PortScenarios.swift).
+enum WorkerOp {
+    static let echo: UInt32 = 1
+    static let stream: UInt32 = 2
+    static let streamReport: UInt32 = 3
+    static let sleepThenReply: UInt32 = 4
+    static let writeToDescriptor: UInt32 = 5
+    static let talkToPassedPort: UInt32 = 6
+    static let fromPassedPort: UInt32 = 7
+    static let sendBack: UInt32 = 8
+    static let exit: UInt32 = 9
+}
+
+func streamMessage(_ value: UInt64) -> Message {
+    withUnsafeBytes(of: value) { Message(id: WorkerOp.stream, bytes: Array($0)) }
+}
