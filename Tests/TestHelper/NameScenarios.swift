@@ -9,7 +9,8 @@ import PortMessaging
 
 /// `names-server ADDRESS [--open]`: runs a name server in this process. Prints
 /// "listening on ADDRESS". Then, per line on stdin: "fds" → "fds N" (open descriptors of
-/// this process); "stop" → stops the server and prints "stopped fds N". Ends at stdin's end.
+/// this process); "counts" → "counts connections=N names=N waiting=N watches=N";
+/// "stop" → stops the server and prints "stopped fds N". Ends at stdin's end.
 /// `--open` makes the socket file 0666 (the policy still admits only this uid).
 @Sendable func namesServer(_ arguments: [String]) -> Int32 {
     guard let address = arguments.first else { return usage("names-server ADDRESS [--open]") }
@@ -26,6 +27,12 @@ import PortMessaging
     while let line = readLine() {
         switch line {
         case "fds": say("fds \(openDescriptorCount())")
+        case "counts":
+            if let counts = try? server.counts() {
+                say("counts connections=\(counts.connections) names=\(counts.names) waiting=\(counts.waitingLookups) watches=\(counts.watches)")
+            } else {
+                say("counts unavailable")
+            }
         case "stop":
             server.stop()
             say("stopped fds \(openDescriptorCount())")
@@ -36,21 +43,25 @@ import PortMessaging
     return 0
 }
 
-/// `names-owner ADDRESS NAME [--embedded]`: registers NAME with a port that answers each
-/// request with "PID TEXT" (this process's pid and the request's text) and serves until
-/// killed. Prints "serving NAME PID". `--embedded`: if no server answers at ADDRESS,
-/// start one in this process first.
+/// `names-owner ADDRESS NAME [--embedded] [--slow] [--die]`: registers NAME with a port
+/// that answers each request with "PID TEXT" (this process's pid and the request's text)
+/// and serves until killed. Prints "serving NAME PID". `--embedded`: if no server answers
+/// at ADDRESS, start one in this process first. `--slow`: the handler takes 20 s to
+/// answer. `--die`: the handler ends the process instead of answering.
 @Sendable func namesOwner(_ arguments: [String]) -> Int32 {
     guard arguments.count >= 2 else { return usage("names-owner ADDRESS NAME [--embedded]") }
     let (address, name) = (arguments[0], arguments[1])
     let pid = getpid()
+    let slow = arguments.contains("--slow"), die = arguments.contains("--die")
     do {
         let client = try NameServerClient.connect(
             to: address, startingServerIfNeeded: arguments.contains("--embedded"))
         let loop = ThreadLoop.current
         let port = ReceivePort()
         try port.schedule(on: loop) { request in
-            Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
+            if die { _exit(9) }
+            if slow { usleep(20_000_000) }
+            return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
         }
         try client.register(name, port: port)
         say("serving \(name) \(pid)")
@@ -225,6 +236,65 @@ import PortMessaging
         }
     }
     return 0
+}
+
+/// `names-client-cycles ADDRESS COUNT`: COUNT times: connect, register a name, look it
+/// up, send a request through the brokered connection, watch, list, close. Prints
+/// "before=N after=M", this process's open descriptors before and after.
+@Sendable func namesClientCycles(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 2, let count = Int(arguments[1]) else { return usage("names-client-cycles ADDRESS COUNT") }
+    let address = arguments[0]
+    let portLoop = ConditionLock<ThreadLoop?>(nil)
+    let loopThread = JoinableThread {
+        let loop = ThreadLoop.current
+        try? loop.add(LoopSource(perform: {}), forMode: .default)
+        portLoop.withLock { $0 = loop }
+        portLoop.broadcast()
+        _ = try? loop.run()
+    }
+    let loop = portLoop.wait(until: nil) { $0 }!
+    func cycle(_ index: Int) throws {
+        let client = try NameServerClient.connect(to: address)
+        let port = ReceivePort()
+        try port.schedule(on: loop) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
+        try client.register("cycle.\(index)", port: port)
+        let send = try client.lookup("cycle.\(index)")
+        _ = try send.sendRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        let watch = try client.watch(prefix: "cycle.")
+        _ = try client.list()
+        watch.cancel()
+        send.invalidate()
+        client.close()
+        port.invalidate()
+    }
+    do {
+        try cycle(0)  // warm up what the runtime opens once (the client I/O thread's loop)
+        // Closing is asynchronous on the I/O thread: let the count settle.
+        _ = settledDescriptorCount()
+        let before = settledDescriptorCount()
+        for index in 1...count { try cycle(index) }
+        say("before=\(before) after=\(settledDescriptorCount(expecting: before))")
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+    loop.stop()
+    loopThread.join()
+    return 0
+}
+
+/// The open descriptor count once it stops changing (or equals `expecting`), within 10 s.
+private func settledDescriptorCount(expecting: Int? = nil) -> Int {
+    let deadline = ContinuousClock.now + .seconds(10)
+    var last = openDescriptorCount()
+    while ContinuousClock.now < deadline {
+        if let expecting, last == expecting { return last }
+        usleep(20_000)
+        let now = openDescriptorCount()
+        if now == last && expecting == nil { return now }
+        last = now
+    }
+    return last
 }
 
 private func usage(_ text: String) -> Int32 {

@@ -15,6 +15,7 @@ let scenarios: [String: Scenario] = [
     "names-churn": namesChurn,
     "names-stress": namesStress,
     "names-try": namesTry,
+    "names-client-cycles": namesClientCycles,
 ]
 
 /// Prints a line and flushes, so a parent reading a pipe sees it at once.

@@ -109,6 +109,14 @@ final class ClientConnection: Sendable {
         _ operation: NameOperation, _ components: [WireComponent], deadline: ContinuousClock.Instant,
         describing what: @autoclosure () -> String
     ) throws(NameServerError) -> IncomingFrame {
+        try request(rawOperation: operation.rawValue, components, deadline: deadline, describing: what())
+    }
+
+    /// `request` with any operation number (tests send unknown ones).
+    func request(
+        rawOperation operation: UInt32, _ components: [WireComponent], deadline: ContinuousClock.Instant,
+        describing what: @autoclosure () -> String
+    ) throws(NameServerError) -> IncomingFrame {
         let sequence = try state.withLock { (state) throws(NameServerError) -> UInt64 in
             if let ended = state.ended { throw ended }
             let sequence = state.nextSequence
@@ -117,7 +125,7 @@ final class ClientConnection: Sendable {
             return sequence
         }
         do {
-            let message = WireMessage(kind: .request, id: operation.rawValue, sequence: sequence, components: components)
+            let message = WireMessage(kind: .request, id: operation, sequence: sequence, components: components)
             try write(try message.frame(), deadline: deadline)
         } catch {
             state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
@@ -261,7 +269,8 @@ final class ClientConnection: Sendable {
             case .appeared?, .vanished?: deliverEvent(frame)
             case nil: closeDescriptors(frame.descriptors)
             }
-        case .request, .checkIn:
+        default:
+            // Not something a name server sends.
             closeDescriptors(frame.descriptors)
         }
     }
@@ -279,12 +288,9 @@ final class ClientConnection: Sendable {
             try? connectionSocket.close()
             return
         }
-        do {
-            try port.adoptConnection(connectionSocket)
-        } catch {
-            // The port refused it (invalidated): the looker sees its peer gone.
-            try? connectionSocket.close()
-        }
+        // The port owns the socket even when it refuses it (invalidated): it closes it,
+        // and the looker sees its peer gone.
+        try? port.adoptConnection(connectionSocket)
     }
 
     private func deliverEvent(_ frame: IncomingFrame) {

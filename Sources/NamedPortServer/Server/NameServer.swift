@@ -134,9 +134,36 @@ public final class NameServer: Sendable {
         thread.stop()
     }
 
+    /// How many connections, names, waiting lookups and watches the server holds now.
+    /// - Throws: `connectionLost` once the server has stopped.
+    public func counts() throws(NameServerError) -> NameServerCounts {
+        let core = self.core
+        let result = ConditionLock<NameServerCounts?>(nil)
+        try thread.execute {
+            result.withLock { $0 = core.counts }
+            result.broadcast()
+        }
+        guard let counts = result.wait(until: .now + .seconds(30), { $0 }) else {
+            throw .timedOut(operation: "asking the name server thread for its counts")
+        }
+        return counts
+    }
+
     /// Whether `stop()` has been called.
     public var isStopped: Bool { stopped.withLock { $0 } }
 }
 
 /// The servers `NameServer.embedded(at:)` started, kept for the life of the process.
 private let embeddedServers = Locked<[String: NameServer]>([:])
+
+/// What a name server holds at one moment (`NameServer.counts()`).
+public struct NameServerCounts: Hashable, Sendable {
+    /// Client connections.
+    public var connections: Int
+    /// Registered names.
+    public var names: Int
+    /// Lookups waiting for their name.
+    public var waitingLookups: Int
+    /// Open watches.
+    public var watches: Int
+}

@@ -17,10 +17,7 @@ public enum NameServerAddress {
     public static let socketFileName = "names.sock"
 
     /// The default address, as described on the type.
-    public static var `default`: String {
-        if let override = environment(environmentVariable), !override.isEmpty { return override }
-        return defaultDirectory + "/" + socketFileName
-    }
+    public static var `default`: String { defaultAddress(environment: environment, uid: geteuid()) }
 
     /// `address` if given, else the default.
     public static func resolve(_ address: String?) -> String {
@@ -29,11 +26,22 @@ public enum NameServerAddress {
     }
 
     /// The per-user directory of the default address (ignoring the environment override).
-    public static var defaultDirectory: String {
+    public static var defaultDirectory: String { defaultDirectory(environment: environment, uid: geteuid()) }
+
+    /// The default address for a given environment and user (the rules on the type).
+    static func defaultAddress(environment: (String) -> String?, uid: uid_t) -> String {
+        if let override = environment(environmentVariable), !override.isEmpty { return override }
+        return defaultDirectory(environment: environment, uid: uid) + "/" + socketFileName
+    }
+
+    /// The default directory for a given environment and user.
+    static func defaultDirectory(environment: (String) -> String?, uid: uid_t) -> String {
         if let runtime = environment("XDG_RUNTIME_DIR"), runtime.hasPrefix("/") {
-            return (runtime.hasSuffix("/") ? String(runtime.dropLast()) : runtime) + "/portkit"
+            var trimmed = Substring(runtime)
+            while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+            return (trimmed == "/" ? "" : String(trimmed)) + "/portkit"
         }
-        return "/tmp/portkit-\(geteuid())"
+        return "/tmp/portkit-\(uid)"
     }
 
     /// The lock file beside a socket, held by the server that serves it.

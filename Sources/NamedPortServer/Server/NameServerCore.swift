@@ -83,6 +83,12 @@ final class NameServerCore: @unchecked Sendable {
         doomed = []
     }
 
+    /// Counts of what the server holds, for tests and diagnostics. On the loop's thread.
+    var counts: NameServerCounts {
+        NameServerCounts(
+            connections: connections.count, names: names.count, waitingLookups: waiters.count, watches: watchers.count)
+    }
+
     // MARK: Accepting
 
     private func acceptAll() {

@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import PermanentThread
 
 /// A real child process of the tests (the test helper, `portnamed`, `portname`), with
 /// its standard output read line by line against deadlines, and killed for real.
 ///
 /// Spawned with `posix_spawn`, so the tests can hand it extra descriptors (a listening
 /// socket for systemd-style activation) and run it as another user (through `setpriv`).
-final class ChildProcess: @unchecked Sendable {
+final class SpawnedProcess: @unchecked Sendable {
     // Safety of @unchecked Sendable: the mutable state (`buffer`, `exitStatus`, `eof`) is
     // only touched under `lock`; `pid` and the descriptors are immutable after init.
     let pid: pid_t
@@ -51,7 +52,7 @@ final class ChildProcess: @unchecked Sendable {
     static func product(_ name: String) -> String { productsDirectory + "/" + name }
 
     /// Starts `portkit-test-helper scenario arguments…`.
-    static func helper(_ scenario: String, _ arguments: [String] = [], asUser user: String? = nil) throws -> ChildProcess {
+    static func helper(_ scenario: String, _ arguments: [String] = [], asUser user: String? = nil) throws -> SpawnedProcess {
         try spawn(product("portkit-test-helper"), [scenario] + arguments, asUser: user)
     }
 
@@ -66,7 +67,7 @@ final class ChildProcess: @unchecked Sendable {
     static func spawn(
         _ executable: String, _ arguments: [String], environment: [String: String?] = [:],
         descriptors: [CInt: CInt] = [:], asUser user: String? = nil, viaShell shellPrefix: String? = nil
-    ) throws -> ChildProcess {
+    ) throws -> SpawnedProcess {
         var argv = [executable] + arguments
         if let user {
             argv = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"] + argv
@@ -78,10 +79,10 @@ final class ChildProcess: @unchecked Sendable {
         for (key, value) in environment { env[key] = value }
         let envp = env.map { "\($0.key)=\($0.value)" }
 
-        var out: [CInt] = [0, 0], input: [CInt] = [0, 0], err: [CInt] = [0, 0]
-        guard pipe2(&out, O_CLOEXEC) == 0, pipe2(&input, O_CLOEXEC) == 0, pipe2(&err, O_CLOEXEC) == 0 else {
-            throw Failure(description: "pipe2: errno \(errno)")
-        }
+        let pipes = try (0..<3).map { _ in try FileDescriptor.pipe() }
+        let input = [pipes[0].read.rawValue, pipes[0].write.rawValue]
+        let out = [pipes[1].read.rawValue, pipes[1].write.rawValue]
+        let err = [pipes[2].read.rawValue, pipes[2].write.rawValue]
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -111,7 +112,7 @@ final class ChildProcess: @unchecked Sendable {
             close(input[1]); close(out[0]); close(err[0])
             throw Failure(description: "posix_spawn \(argv[0]): errno \(status)")
         }
-        return ChildProcess(
+        return SpawnedProcess(
             pid: pid, command: argv.joined(separator: " "), stdoutRead: out[0], stdinWrite: input[1], stderrRead: err[0])
     }
 
@@ -125,7 +126,7 @@ final class ChildProcess: @unchecked Sendable {
 
     deinit {
         if exitStatus == nil {
-            kill(pid, SIGKILL)
+            Glibc.kill(pid, SIGKILL)
             var status: CInt = 0
             waitpid(pid, &status, 0)
         }
@@ -216,7 +217,7 @@ final class ChildProcess: @unchecked Sendable {
 
     /// Sends `signal`.
     func signal(_ signal: Int32) {
-        kill(pid, signal)
+        Glibc.kill(pid, signal)
     }
 
     /// Waits for it to end, up to `timeout`.
