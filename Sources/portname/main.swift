@@ -112,6 +112,16 @@ func connect(_ address: String?) throws(Exit) -> NameServerClient {
     }
 }
 
+/// The name, checked before any connection is made (an invalid one is a usage error).
+func validName(_ name: String) throws(Exit) -> String {
+    do {
+        try NameRules.validate(name)
+    } catch {
+        throw Exit(error)
+    }
+    return name
+}
+
 func run(_ arguments: [String]) throws(Exit) {
     var arguments = arguments
     var address: String?
@@ -138,9 +148,13 @@ func run(_ arguments: [String]) throws(Exit) {
         let options = try Options(rest, valued: ["--wait"])
         guard options.positional.count == 1 else { throw .usage("lookup takes one NAME") }
         let wait = try options.seconds("--wait")
+        let name = try validName(options.positional[0])
         let client = try connect(address)
         do {
-            say("\(try client.owner(of: options.positional[0], waitingUpTo: wait).pid)")
+            say("\(try client.owner(of: name, waitingUpTo: wait).pid)")
+        } catch .timedOut {
+            // For a script, a name that did not come in time is a name not found.
+            throw Exit(status: 1, message: "no port was registered as '\(name)' within \(wait ?? .zero)")
         } catch {
             throw Exit(error)
         }
@@ -148,9 +162,15 @@ func run(_ arguments: [String]) throws(Exit) {
     case "watch":
         let options = try Options(rest)
         guard options.positional.count <= 1 else { throw .usage("watch takes at most one PREFIX") }
+        let prefix = options.positional.first ?? ""
+        do {
+            try NameRules.validatePrefix(prefix)
+        } catch {
+            throw Exit(error)
+        }
         let client = try connect(address)
         do {
-            let watch = try client.watch(prefix: options.positional.first ?? "")
+            let watch = try client.watch(prefix: prefix)
             for owner in watch.initialOwners { say("+ \(owner.name) \(owner.pid)") }
             while let event = try watch.next() { say(event.description) }
         } catch {
@@ -160,7 +180,7 @@ func run(_ arguments: [String]) throws(Exit) {
     case "serve":
         let options = try Options(rest, flags: ["--echo"])
         guard options.positional.count == 1 else { throw .usage("serve takes one NAME") }
-        try serve(options.positional[0], echo: options.flags.contains("--echo"), address: address)
+        try serve(try validName(options.positional[0]), echo: options.flags.contains("--echo"), address: address)
 
     case "send":
         let options = try Options(rest, valued: ["--id", "--timeout"])
@@ -170,7 +190,7 @@ func run(_ arguments: [String]) throws(Exit) {
             return id
         } ?? 0
         let timeout = try options.seconds("--timeout") ?? .seconds(10)
-        let name = options.positional[0]
+        let name = try validName(options.positional[0])
         let text = options.positional.count > 1 ? options.positional[1] : ""
         let client = try connect(address)
         let port: SendPort

@@ -152,11 +152,12 @@ import PortMessaging
     let loop = portLoop.wait(until: nil) { $0 }!
 
     @Sendable func arrive(_ phase: Int) {
-        phases.withLock { $0[phase] += 1 }
-        phases.broadcast()
-        if phases.withLock({ $0[phase] }) == count {
-            say(["registered", "requested", "released"][phase])
+        let last = phases.withLock { phases -> Bool in
+            phases[phase] += 1
+            return phases[phase] == count
         }
+        phases.broadcast()
+        if last { say(["registered", "requested", "released"][phase]) }
         _ = phases.wait(until: .now + .seconds(120)) { $0[phase] == count ? true : nil }
     }
 

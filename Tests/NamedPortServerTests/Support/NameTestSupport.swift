@@ -3,6 +3,7 @@ import Glibc
 @testable import NamedPortServer
 import PermanentThread
 import PortMessaging
+import Testing
 
 /// A private directory for one test's name server socket, removed afterwards.
 final class TestDirectory: Sendable {
@@ -80,3 +81,31 @@ func ask(_ port: SendPort, _ text: String) throws -> String {
 /// Whether the tests can run a child as another user: root, with `setpriv`.
 let canRunAsNobody: Bool = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
     && getpwnam("nobody") != nil
+
+// MARK: Child processes of the name tests
+
+    /// Starts the `names-server` scenario and waits until it listens.
+func startServer(_ directory: TestDirectory, open: Bool = false) throws -> SpawnedProcess {
+    let server = try SpawnedProcess.helper("names-server", [directory.address] + (open ? ["--open"] : []))
+    #expect(try server.readLine() == "listening on \(directory.address)")
+    return server
+}
+
+/// Starts an owner of `name` and waits until it serves.
+func startOwner(_ address: String, _ name: String, _ options: [String] = []) throws -> SpawnedProcess {
+    let owner = try SpawnedProcess.helper("names-owner", [address, name] + options)
+    #expect(try owner.readLine() == "serving \(name) \(owner.pid)")
+    return owner
+}
+
+/// The server child's counts line, e.g. "counts connections=1 names=0 waiting=0 watches=1".
+func counts(_ server: SpawnedProcess) throws -> String {
+    server.send("counts")
+    return try server.readLine()
+}
+
+func descriptors(_ server: SpawnedProcess) throws -> Int {
+    server.send("fds")
+    let line = try server.readLine()
+    return try #require(Int(line.dropFirst("fds ".count)), "\(line)")
+}

@@ -19,6 +19,7 @@ final class SpawnedProcess: @unchecked Sendable {
     private var buffer: [UInt8] = []
     private var eof = false
     private var exitStatus: Termination?
+    private var errorBytes: [UInt8] = []
 
     /// How a child ended.
     enum Termination: Equatable, CustomStringConvertible {
@@ -199,18 +200,19 @@ final class SpawnedProcess: @unchecked Sendable {
         _ = bytes.withUnsafeBytes { write(stdinWrite, $0.baseAddress, $0.count) }
     }
 
-    /// What it wrote on its standard error so far (non-blocking).
+    /// Everything it wrote on its standard error so far (reads what is there, without waiting).
     func standardError() -> String {
-        var collected: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            var poller = pollfd(fd: stderrRead, events: Int16(POLLIN), revents: 0)
-            guard poll(&poller, 1, 0) > 0 else { break }
-            let count = read(stderrRead, &chunk, chunk.count)
-            guard count > 0 else { break }
-            collected += chunk[..<count]
+        lock.withLock {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            while true {
+                var poller = pollfd(fd: stderrRead, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 0) > 0 else { break }
+                let count = read(stderrRead, &chunk, chunk.count)
+                guard count > 0 else { break }
+                errorBytes += chunk[..<count]
+            }
+            return String(decoding: errorBytes, as: UTF8.self)
         }
-        return String(decoding: collected, as: UTF8.self)
     }
 
     // MARK: Ending it
