@@ -97,8 +97,11 @@ struct ChildProcessPortTests {
         }
     }
 
-    @Test func killingTheChildInvalidatesAndFailsWaiters() throws {
-        let child = try WorkerChild()
+    /// Over pipes too: writing to a dead child's pipe must not raise SIGPIPE (it would end
+    /// this test process).
+    @Test(arguments: [ChildWorker.Channel.socket, .pipes])
+    func killingTheChildInvalidatesAndFailsWaiters(channel: ChildWorker.Channel) throws {
+        let child = try WorkerChild(channel: channel)
         let told = Counter()
         try child.worker.onInvalidation(on: child.boss.thread.loop) { _ in told.increment() }
         let outcome = Locked<Result<Message, PortError>?>(nil)
@@ -109,14 +112,16 @@ struct ChildProcessPortTests {
             }
             outcome.withLock { $0 = result }
         }
-        // Kill mid-stream: one-way messages are flowing while the request waits.
-        for i in 0..<1000 { try? worker.send(streamMessage(UInt64(i)), timeout: .seconds(5)) }
+        // Kill mid-stream: one-way messages flow while the request waits in the child.
+        #expect(eventually { child.boss.received.all.contains { $0.text == "sleeping" } })
+        for i in 0..<100 { try? worker.send(streamMessage(UInt64(i)), timeout: .milliseconds(100)) }
         child.child.kill(SIGKILL)
         child.child.wait()
         #expect(requester.join(timeout: .seconds(60)))
         #expect(throws: PortError.peerDied) { try outcome.withLock { $0 }?.get() }
         #expect(eventually { told.count == 1 })
         #expect(!worker.isValid)
+        #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         child.boss.stop()
     }

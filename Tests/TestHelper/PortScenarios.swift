@@ -40,6 +40,7 @@ enum WorkerOp {
                 return Message(id: WorkerOp.streamReport, text: "\(count) \(inOrder)")
             case WorkerOp.sleepThenReply:
                 let milliseconds = Int(message.text) ?? 0
+                try? boss.send(Message(id: WorkerOp.sleepThenReply, text: "sleeping"), timeout: .seconds(10))
                 // The delay under test: a handler slower than the requester's receive timeout.
                 usleep(UInt32(milliseconds * 1000))
                 return Message(id: WorkerOp.sleepThenReply, text: "slept")

@@ -63,7 +63,8 @@ final class Connection: Sendable {
 
     struct Life {
         var open = true
-        var port: ReceivePort?
+        /// Weak: the port owns its connections, not the other way round.
+        weak var port: ReceivePort?
         var loop: ThreadLoop?
         var source: DescriptorSource?
         var closedHandlers: [@Sendable (PortError) -> Void] = []
