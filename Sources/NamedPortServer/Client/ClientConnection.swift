@@ -1,16 +1,21 @@
 import Glibc
 import PortMessaging
 
-/// One connection to a name server: requests written by the calling threads, frames read
-/// on the shared client I/O thread and handed to whoever waits for them.
+/// One connection to a name server: requests written by the calling threads, replies
+/// handed to whoever waits for them.
 ///
-/// Callers block (with a deadline) until their reply arrives. What the server sends
-/// unasked is handled on the I/O thread: a brokered connection for a registered name is
-/// adopted into its `ReceivePort`, a watch event goes to its `WatchSink`.
+/// Who reads the socket depends on what the connection is for:
+/// - **direct** (from the start): only replies can arrive, so a caller waiting for its
+///   reply reads the socket itself (one waiter at a time takes the reader's role and hands
+///   other callers' replies over). No thread hop: a lookup costs what a round trip costs.
+/// - **threaded** (from the first registration or watch on): the server may send at any
+///   moment (a brokered connection for a registered name, a watch event), so the shared
+///   client I/O thread reads, adopts connections into their `ReceivePort`, delivers events
+///   to their `WatchSink`, and hands replies to their callers.
+/// The switch happens once, while no caller holds the reader's role.
 final class ClientConnection: Sendable {
     let address: String
     let socket: FileDescriptor
-    private let io: LoopThread
     private let state: ConditionLock<State>
     /// Serialises writes, and guards the socket against being closed under a writer.
     private let writer = Locked(WriterState())
@@ -25,6 +30,12 @@ final class ClientConnection: Sendable {
         var registrations: [String: ReceivePort] = [:]
         var watches: [UInt64: WatchSink] = [:]
         var nextWatchID: UInt64 = 1
+        /// Whether the I/O thread reads (else callers do).
+        var threaded = false
+        /// A caller is reading the socket (direct mode).
+        var readerBusy = false
+        /// A switch to threaded mode waits for the reader's role.
+        var switching = false
     }
 
     private enum Pending {
@@ -41,17 +52,23 @@ final class ClientConnection: Sendable {
         var source: DescriptorSource?
     }
 
-    private init(address: String, socket: FileDescriptor, io: LoopThread) {
+    private init(address: String, socket: FileDescriptor) {
         self.address = address
         self.socket = socket
-        self.io = io
         self.state = ConditionLock(State())
+    }
+
+    deinit {
+        // Closed here when nothing else closed it (a direct connection never used again).
+        writer.withLock { writer in
+            if !writer.socketClosed { try? socket.close() }
+        }
+        reading.withLock { $0.reader.discard() }
     }
 
     // MARK: Connecting
 
-    /// Connects to the server at `address` within `timeout` and starts reading on the
-    /// shared I/O thread.
+    /// Connects to the server at `address` within `timeout` (in direct mode).
     /// - Throws: `serverUnavailable` (nothing listens, or no file), `permissionDenied`
     ///   (the socket or its directory is not ours), `timedOut` (a full backlog).
     static func open(address: String, timeout: Duration) throws(NameServerError) -> ClientConnection {
@@ -79,25 +96,49 @@ final class ClientConnection: Sendable {
             default: throw .serverUnavailable(address: address, reason: "connect: \(error)")
             }
         }
-        let io: LoopThread
-        do {
-            io = try ClientIOThread.shared()
+        return ClientConnection(address: address, socket: socket)
+    }
+
+    /// Hands the reading to the shared I/O thread, for good (before the first registration
+    /// or watch). Waits until no caller holds the reader's role.
+    func becomeThreaded() throws(NameServerError) {
+        let mustSwitch = try state.withLock { (state) throws(NameServerError) -> Bool in
+            if let ended = state.ended { throw ended }
+            if state.threaded || state.switching { return false }
+            state.switching = true
+            return true
+        }
+        guard mustSwitch else {
+            // Another caller is switching: wait until it is done.
+            _ = state.wait(until: nil) { $0.threaded || $0.ended != nil ? true : nil }
+            return
+        }
+        // A direct reader gives the role back within one slice of its wait.
+        _ = state.wait(until: nil) { $0.readerBusy ? nil : true }
+        do throws(NameServerError) {
+            let io = try ClientIOThread.shared()
+            // The source keeps the connection alive until `finish` (on the I/O thread) has
+            // removed it and closed the socket there, so a reused descriptor number is never
+            // deregistered by mistake.
+            let source = DescriptorSource(descriptor: socket.rawValue, events: .readable) { _, _ in
+                self.readOnIOThread()
+            }
+            reading.withLock { $0.source = source }
+            do {
+                try io.loop.add(source, forMode: .default)
+            } catch {
+                throw .system(operation: "watch the name server connection: \(error)", errno: EINVAL)
+            }
         } catch {
-            try? socket.close()
+            state.withLock { $0.switching = false }
+            state.broadcast()
             throw error
         }
-        let connection = ClientConnection(address: address, socket: socket, io: io)
-        let source = DescriptorSource(descriptor: socket.rawValue, events: .readable) { _, _ in
-            connection.readAvailable()
+        state.withLock { state in
+            state.threaded = true
+            state.switching = false
         }
-        connection.reading.withLock { $0.source = source }
-        do {
-            try io.loop.add(source, forMode: .default)
-        } catch {
-            try? socket.close()
-            throw .system(operation: "watch the name server connection: \(error)", errno: EINVAL)
-        }
-        return connection
+        state.broadcast()
     }
 
     // MARK: Requests
@@ -131,17 +172,7 @@ final class ClientConnection: Sendable {
             state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
             throw error
         }
-        let outcome = state.wait(until: deadline) { state -> Result<IncomingFrame, NameServerError>? in
-            if case .arrived(let frame)? = state.pending[sequence] {
-                state.pending[sequence] = nil
-                return .success(frame)
-            }
-            if let ended = state.ended {
-                state.pending[sequence] = nil
-                return .failure(ended)
-            }
-            return nil
-        }
+        let outcome = awaitReply(sequence, deadline: deadline)
         let frame: IncomingFrame
         switch outcome {
         case .success(let arrived)?:
@@ -159,6 +190,68 @@ final class ClientConnection: Sendable {
             throw NameReply.decode(status: frame.message.id, frame.message.components)
         }
         return frame
+    }
+
+    /// What a waiting caller does next.
+    private enum Step {
+        case done(Result<IncomingFrame, NameServerError>)
+        case read
+        case wait
+    }
+
+    /// Waits for the reply to `sequence` until `deadline`, reading the socket itself while
+    /// the connection is direct and no other caller reads. `nil` on time-out.
+    private func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant) -> Result<IncomingFrame, NameServerError>? {
+        /// Whether the reply is in, the connection ended, or the caller may read.
+        func next(_ state: inout State) -> Step? {
+            if case .arrived(let frame)? = state.pending[sequence] {
+                state.pending[sequence] = nil
+                return .done(.success(frame))
+            }
+            if let ended = state.ended {
+                state.pending[sequence] = nil
+                return .done(.failure(ended))
+            }
+            if !state.threaded && !state.switching && !state.readerBusy {
+                state.readerBusy = true
+                return .read
+            }
+            return nil
+        }
+        while true {
+            let step = state.withLock { next(&$0) ?? .wait }
+            switch step {
+            case .done(let outcome):
+                return outcome
+            case .wait:
+                guard let step = state.wait(until: deadline, { next(&$0) }) else { return nil }
+                if case .done(let outcome) = step { return outcome }
+                readDirectly(until: deadline)
+            case .read:
+                readDirectly(until: deadline)
+            }
+            if ContinuousClock.now >= deadline {
+                // One last look: the reply may have come with the last read.
+                if case .done(let outcome) = state.withLock({ next(&$0) ?? .wait }) { return outcome }
+                return nil
+            }
+        }
+    }
+
+    /// Holding the reader's role: waits for the socket to be readable (one slice at most,
+    /// so a switch to threaded mode is never held up long), reads and dispatches what came,
+    /// and gives the role back.
+    private func readDirectly(until deadline: ContinuousClock.Instant) {
+        let slice = min(deadline - .now, .milliseconds(50))
+        let ready = slice > .zero ? ((try? socket.poll(CShort(POLLIN), timeout: slice)) ?? 1) : 1
+        if ready != 0 {
+            let (frames, end) = reading.withLock { $0.reader.read(from: socket) }
+            for frame in frames { dispatch(frame) }
+            // Still holding the role: nobody else touches the socket while it closes.
+            if let end { finish(end) }
+        }
+        state.withLock { $0.readerBusy = false }
+        state.broadcast()
     }
 
     /// Sends a request whose reply nobody waits for (the reader drops it).
@@ -206,6 +299,7 @@ final class ClientConnection: Sendable {
 
     /// Notes `port` as the receiver of connections brokered for `name`.
     func addRegistration(_ name: String, _ port: ReceivePort) throws(NameServerError) {
+        try becomeThreaded()
         try state.withLock { (state) throws(NameServerError) in
             if let ended = state.ended { throw ended }
             guard state.registrations[name] == nil else { throw .nameTaken(name: name, ownerPID: getpid()) }
@@ -223,12 +317,10 @@ final class ClientConnection: Sendable {
         state.withLock { _ = $0.registrations.removeValue(forKey: name) }
     }
 
-    /// Whether this connection holds `name` (as far as this side knows).
-    func holds(_ name: String) -> Bool { state.withLock { $0.registrations[name] != nil } }
-
     /// Makes the sink of a new watch; events for it are delivered from now on.
     func addWatch() throws(NameServerError) -> (UInt64, WatchSink) {
-        try state.withLock { (state) throws(NameServerError) -> (UInt64, WatchSink) in
+        try becomeThreaded()
+        return try state.withLock { (state) throws(NameServerError) -> (UInt64, WatchSink) in
             if let ended = state.ended { throw ended }
             let id = state.nextWatchID
             state.nextWatchID += 1
@@ -245,9 +337,9 @@ final class ClientConnection: Sendable {
     /// The error calls get once the connection has ended, if it has.
     var endError: NameServerError? { state.withLock { $0.ended } }
 
-    // MARK: Reading (I/O thread)
+    // MARK: Reading
 
-    private func readAvailable() {
+    private func readOnIOThread() {
         let (frames, end) = reading.withLock { $0.reader.read(from: socket) }
         for frame in frames { dispatch(frame) }
         if let end { finish(end) }
@@ -330,14 +422,25 @@ final class ClientConnection: Sendable {
     /// Ends the connection: the server releases its names at once. Calls in progress and
     /// later fail with `connectionLost`.
     func close() {
-        state.withLock { state in
+        let closeNow = state.withLock { state -> Bool in
             if state.ended == nil { state.ended = .connectionLost(address: address) }
+            // A direct connection nobody reads is closed here; otherwise the reader (the
+            // I/O thread, or the caller holding the role) sees the end and closes it.
+            guard !state.threaded && !state.switching && !state.readerBusy else { return false }
+            state.readerBusy = true
+            return true
         }
         state.broadcast()
-        // The I/O thread sees the end of the stream and closes the socket.
         writer.withLock { writer in
-            if !writer.socketClosed { socket.shutdown() }
+            guard !writer.socketClosed else { return }
+            if closeNow {
+                writer.socketClosed = true
+                try? socket.close()
+            } else {
+                socket.shutdown()
+            }
         }
+        if closeNow { reading.withLock { $0.reader.discard() } }
     }
 }
 

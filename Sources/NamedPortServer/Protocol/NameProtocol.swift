@@ -11,7 +11,7 @@ import PortMessaging
 let nameProtocolVersion: UInt64 = 1
 
 /// What a request asks for: the id of a `.request` frame.
-enum NameOperation: UInt32, Sendable {
+package enum NameOperation: UInt32, Sendable {
     /// [version] → ok [server pid, server uid, version]
     case hello = 1
     /// [name] → ok []
@@ -41,7 +41,7 @@ enum NameNotice: UInt32, Sendable {
 }
 
 /// How a request went: the id of a `.reply` frame.
-enum NameStatus: UInt32, Sendable {
+package enum NameStatus: UInt32, Sendable {
     case ok = 0
     /// [name, owner pid]
     case nameTaken = 1

@@ -214,6 +214,8 @@ final class NameServerCore: @unchecked Sendable {
     private struct Answer {
         var components: [WireComponent]
         var descriptors: [CInt]
+        /// Sent once the reply is queued: the owner's end of a brokered connection.
+        var then: (() -> Void)? = nil
     }
 
     /// Carries out one request.
@@ -311,8 +313,12 @@ final class NameServerCore: @unchecked Sendable {
         let offer = WireMessage(
             kind: .message, id: NameNotice.connectionOffer.rawValue,
             components: [NameField.string(holder.owner.name), .port(index: 0)])
-        send(offer, descriptors: [ends.0.rawValue], to: owner)
-        return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue])
+        // The reply is queued (and flushed) before the offer: the looker's answer is on the
+        // critical path, the owner's adoption is not (what the looker sends waits in the
+        // socket until the owner reads it).
+        return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue]) { [unowned self] in
+            self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+        }
     }
 
     private func addWaiter(name: String, _ connection: ServerConnection, sequence: UInt64, wantsPort: Bool, milliseconds: UInt64) {
@@ -380,6 +386,7 @@ final class NameServerCore: @unchecked Sendable {
         case .success(let answer):
             let message = WireMessage(kind: .reply, id: NameStatus.ok.rawValue, sequence: sequence, components: answer.components)
             send(message, descriptors: answer.descriptors, to: connection)
+            answer.then?()
         case .failure(let error):
             let (status, components) = NameReply.encode(error)
             send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
