@@ -50,7 +50,7 @@ let package = Package(
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
         .executableTarget(
             name: "portkit-test-helper",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortKitTestSupport"],
             path: "Tests/TestHelper",
             swiftSettings: strict),
 

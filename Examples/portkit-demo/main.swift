@@ -1,39 +1,114 @@
-// portkit-demo: PortKit end to end, readable output, exit 0.
+// portkit-demo: PortKit end to end, with readable output; exits 0.
+//
+//   1. a run loop: a repeating timer, an observer, a block from another thread;
+//   2. a permanent thread: work offloaded to it, a value back, an error back, a stop;
+//   3. ports: a worker thread and a child process check in; messages and request/reply.
 import Foundation
 import PermanentThread
+import PortMessaging
 import Synchronization
 
-print("PortKit demo")
-print("1. A thread with its own run loop: a repeating timer, an observer, a block from another thread.")
+/// The child half of part 3 (this same program, re-run with `--child`).
+if CommandLine.arguments.dropFirst().first == "--child" {
+    let boss = try ChildWorker.bossPort()
+    let port = ReceivePort()
+    try port.schedule(on: .current) { request in
+        Message(id: request.id, text: "child \(getpid()) says: \(request.text.uppercased())")
+    }
+    try boss.onInvalidation { _ in exit(0) }   // the parent went away: so do we
+    try PortCheckIn.checkIn(to: boss, from: port)
+    try ThreadLoop.current.run()
+    exit(0)
+}
 
-let started = DispatchSemaphore(value: 0)
+print("PortKit demo\n")
+
+// MARK: 1. A run loop
+print("1. A run loop of its own: a repeating timer, an observer, a block from another thread.")
+let loopThread = PermanentThread(name: "demo-loop")
+try loopThread.run()
 let finished = DispatchSemaphore(value: 0)
-let loopBox = Mutex<ThreadLoop?>(nil)
-
-let worker = Thread {
+try loopThread.execute {
     let loop = ThreadLoop.current
-    let ticks = Atomic<Int>(0)
-    let observer = LoopObserver(activities: [.entry, .beforeWaiting, .afterWaiting, .exit]) { _, activity in
+    let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in
         print("   observer: \(activity)")
     }
-    try! loop.add(observer, forMode: .default)
+    try? loop.add(observer, forMode: .default)
+    let ticks = Mutex(0)
     let timer = LoopTimer(after: .milliseconds(20), repeating: .milliseconds(20)) { timer in
-        let n = ticks.add(1, ordering: .relaxed).newValue
+        let n = ticks.withLock { $0 += 1; return $0 }
         print("   timer tick \(n)")
-        if n == 3 { timer.invalidate() }
+        if n == 3 {
+            timer.invalidate()
+            observer.invalidate()
+            finished.signal()
+        }
     }
-    try! loop.add(timer, forMode: .default)
-    loopBox.withLock { $0 = loop }
-    started.signal()
-    let result = try! loop.run(mode: .default, until: .now + .seconds(10))
-    print("   run returned \(result)")
-    observer.invalidate()
-    finished.signal()
+    try? loop.add(timer, forMode: .default)
 }
-worker.start()
-started.wait()
-let loop = loopBox.withLock { $0! }
-try loop.perform(label: "hello") { print("   a block performed from the main thread ran on the loop's thread") }
+try loopThread.loop?.perform { print("   a block performed from the main thread ran on \"demo-loop\"") }
 finished.wait()
-print("   the loop finished by itself once its timer was gone.")
-print("done.")
+loopThread.stop()
+print("   stopped; the thread has exited.\n")
+
+// MARK: 2. A permanent thread
+print("2. A permanent thread: offload work, get values and errors back.")
+let worker = PermanentThread(name: "demo-worker")
+try worker.run()
+for i in 1...3 {
+    try worker.execute(label: "job \(i)") { print("   job \(i) ran on the worker") }
+}
+let sum = try worker.sync { (1...100).reduce(0, +) }
+print("   sync returned \(sum)")
+struct DemoError: Error {}
+do {
+    _ = try worker.sync { () throws -> Int in throw DemoError() }
+} catch {
+    print("   sync rethrew \(error)")
+}
+let squared = try await worker.submit { 12 * 12 }
+print("   submit (async) returned \(squared)")
+worker.stop()
+do {
+    try worker.execute {}
+} catch {
+    print("   execute after stop: \(error)\n")
+}
+
+// MARK: 3. Ports
+print("3. Ports: the check-in protocol with a worker thread and with a child process.")
+let bossThread = PermanentThread(name: "demo-boss")
+try bossThread.run()
+let bossPort = ReceivePort()
+try bossPort.schedule(on: bossThread.loop!) { message in
+    print("   boss received id \(message.id): \(message.text)")
+    return nil
+}
+let toBoss = bossPort.makeSendPort()
+
+let threadWorker = PermanentThread(name: "demo-port-worker")
+try threadWorker.run()
+try threadWorker.execute {
+    let port = ReceivePort()
+    try? port.schedule(on: .current) { Message(id: $0.id, text: "thread worker did \($0.text)") }
+    try? PortCheckIn.checkIn(to: toBoss, from: port)
+    try? toBoss.send(Message(id: 2, text: "hello from the worker thread"), timeout: .seconds(5))
+}
+let threadPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
+print("   worker thread checked in")
+print("   reply: \(try threadPort.sendRequest(Message(id: 3, text: "job A")).text)")
+
+let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+let child = try ChildWorker.spawn(executable: me, arguments: ["--child"], bossPort: bossPort)
+let childPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
+print("   child process \(child.pid) checked in")
+let reply = try childPort.sendRequest(Message(id: 4, text: "hello child"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+print("   reply: \(reply.text)")
+
+childPort.invalidate()        // the child sees us go and exits
+child.wait()
+print("   child exited")
+threadWorker.stop()
+bossPort.invalidate()
+bossThread.stop()
+print("\ndone.")

@@ -88,18 +88,16 @@ struct InProcessPortTests {
         served.stop()
     }
 
-    @Test func manyMessagesBetweenTwoThreadsArriveCompleteAndInOrder() throws {
+    @Test func aMillionMessagesBetweenTwoPermanentThreadsArriveInOrder() throws {
         let count = 1_000_000
         let next = Locked((expected: UInt32(0), inOrder: true))
-        let port = ReceivePort()
         let done = DispatchSemaphore(value: 0)
-        let thread = LoopThread(name: "receiver") { loop in
-            let keep = keepAlive()
-            try! loop.add(keep, forMode: .default)
-            _ = try! loop.run(mode: .default, until: .now + .seconds(600))
-            keep.invalidate()
-        }
-        try port.schedule(on: thread.loop) { message in
+        let receiver = PermanentThread(name: "receiver")
+        let sender = PermanentThread(name: "sender")
+        try receiver.run()
+        try sender.run()
+        let port = ReceivePort()
+        try port.schedule(on: try #require(receiver.loop)) { message in
             let finished = next.withLock { state -> Bool in
                 if message.id != state.expected { state.inOrder = false }
                 state.expected += 1
@@ -108,17 +106,20 @@ struct InProcessPortTests {
             if finished { done.signal() }
             return nil
         }
-        let sender = port.makeSendPort()
-        let producer = LoopThread(name: "sender") { _ in
-            for i in 0..<count { try! sender.send(Message(id: UInt32(i)), timeout: .seconds(60)) }
+        let sendPort = port.makeSendPort()
+        let failures = Counter()
+        try sender.execute {
+            for i in 0..<count {
+                if (try? sendPort.send(Message(id: UInt32(i)), timeout: .seconds(60))) == nil { failures.increment() }
+            }
         }
-        #expect(producer.join(timeout: .seconds(300)))
         #expect(done.wait(timeout: .now() + .seconds(300)) == .success)
+        #expect(failures.count == 0)
         #expect(next.withLock { $0.expected } == UInt32(count))
         #expect(next.withLock { $0.inOrder })
+        sender.stop()
         port.invalidate()
-        thread.loop.stop()
-        #expect(thread.join())
+        receiver.stop()
     }
 
     @Test func checkInWithAThreadWorker() throws {

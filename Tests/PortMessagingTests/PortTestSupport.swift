@@ -53,19 +53,6 @@ final class WorkerChild: Sendable {
     }
 }
 
-/// Message ids of the test helper's port worker (Tests/TestHelper/PortScenarios.swift).
-enum WorkerOp {
-    static let echo: UInt32 = 1
-    static let stream: UInt32 = 2
-    static let streamReport: UInt32 = 3
-    static let sleepThenReply: UInt32 = 4
-    static let writeToDescriptor: UInt32 = 5
-    static let talkToPassedPort: UInt32 = 6
-    static let fromPassedPort: UInt32 = 7
-    static let sendBack: UInt32 = 8
-    static let exit: UInt32 = 9
-}
-
 func streamMessage(_ value: UInt64) -> Message {
     withUnsafeBytes(of: value) { Message(id: WorkerOp.stream, bytes: Array($0)) }
 }

@@ -1,20 +1,8 @@
 import Foundation
 import Glibc
 import PortMessaging
+import PortKitTestSupport
 import Synchronization
-
-/// Message ids the port worker understands.
-enum WorkerOp {
-    static let echo: UInt32 = 1
-    static let stream: UInt32 = 2
-    static let streamReport: UInt32 = 3
-    static let sleepThenReply: UInt32 = 4
-    static let writeToDescriptor: UInt32 = 5
-    static let talkToPassedPort: UInt32 = 6
-    static let fromPassedPort: UInt32 = 7
-    static let sendBack: UInt32 = 8
-    static let exit: UInt32 = 9
-}
 
 /// A check-in worker: checks in with the boss that spawned it, then serves WorkerOp
 /// messages on the main thread's loop until told to exit or the boss goes away.

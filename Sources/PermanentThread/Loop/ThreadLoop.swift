@@ -111,10 +111,14 @@ public final class ThreadLoop: @unchecked Sendable {
 
     /// Called by the thread-exit destructor: cancel everything and close descriptors.
     fileprivate func threadDidEnd() {
-        inbox.withLock { state in
+        // Taken out under the lock, released after it: a dropped block may hold the last
+        // reference to something whose deinit calls back into this loop (and finds it closed).
+        let dropped = inbox.withLock { state -> [Work] in
             state.closed = true
-            state.work.removeAll()
+            defer { state.work = [] }
+            return state.work
         }
+        _ = consume dropped
         ended = true
         for (mode, items) in modes {
             for source in items.sources { source.onCancel?(self, mode) }
@@ -168,6 +172,18 @@ public final class ThreadLoop: @unchecked Sendable {
     package enum JobTarget {
         case serial(UnownedSerialExecutor)
         case task(UnownedTaskExecutor)
+        /// Both: the job runs isolated to the serial executor with the task executor as its
+        /// preference, so a task that prefers the thread hops back to it after an await.
+        case isolated(UnownedSerialExecutor, UnownedTaskExecutor)
+    }
+
+    /// Runs an executor job on the calling thread, as `target` asks.
+    package static func run(_ job: UnownedJob, on target: JobTarget) {
+        switch target {
+        case .serial(let executor): job.runSynchronously(on: executor)
+        case .task(let executor): job.runSynchronously(on: executor)
+        case .isolated(let serial, let task): job.runSynchronously(isolatedTo: serial, taskExecutor: task)
+        }
     }
 
     /// Adds work to the inbox and wakes the loop if it sleeps (one eventfd write per
@@ -606,10 +622,8 @@ public final class ThreadLoop: @unchecked Sendable {
                 } else {
                     body()
                 }
-            case .job(let job, .serial(let executor)):
-                job.runSynchronously(on: executor)
-            case .job(let job, .task(let executor)):
-                job.runSynchronously(on: executor)
+            case .job(let job, let target):
+                Self.run(job, on: target)
             case .command(let change):
                 change(self)
             }

@@ -71,16 +71,38 @@ package final class EpollPoller: Poller {
         try control(EPOLL_CTL_DEL, descriptor, [], 0)
     }
 
-    /// Waits for readiness. The corresponding C function is `epoll_pwait2`.
+    /// Set once `epoll_pwait2` is found missing (a kernel before 5.11, valgrind, some
+    /// sandboxes): `epoll_wait` with the timeout rounded up to whole milliseconds is used.
+    private static let hasPreciseWait = Atomic<Bool>(true)
+
+    /// Waits for readiness. The corresponding C function is `epoll_pwait2` (or `epoll_wait`).
     package func wait(timeout: Duration?, _ body: (PollEvent) -> Void) throws(Errno) -> Bool {
-        let count: CInt
-        if let timeout {
-            let (seconds, attoseconds) = max(timeout, .zero).components
-            var spec = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-            count = try valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), &spec, nil) }.get()
-        } else {
-            count = try valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), nil, nil) }.get()
+        let count = try waitForEvents(timeout)
+        return dispatch(count, body)
+    }
+
+    private func waitForEvents(_ timeout: Duration?) throws(Errno) -> CInt {
+        if Self.hasPreciseWait.load(ordering: .relaxed) {
+            let result: Result<CInt, Errno>
+            if let timeout {
+                let (seconds, attoseconds) = max(timeout, .zero).components
+                var spec = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+                result = valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), &spec, nil) }
+            } else {
+                result = valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), nil, nil) }
+            }
+            guard case .failure(.notImplemented) = result else { return try result.get() }
+            Self.hasPreciseWait.store(false, ordering: .relaxed)
         }
+        var milliseconds: CInt = -1
+        if let timeout {
+            let ms = (max(timeout, .zero) / .milliseconds(1)).rounded(.up)
+            milliseconds = CInt(min(ms, Double(CInt.max)))
+        }
+        return try valueOrErrno { epoll_wait(epoll.rawValue, buffer, CInt(capacity), milliseconds) }.get()
+    }
+
+    private func dispatch(_ count: CInt, _ body: (PollEvent) -> Void) -> Bool {
         var woken = false
         for index in 0..<Int(count) {
             let raw = buffer[index]

@@ -12,9 +12,7 @@ package final class ConditionLock<Value>: @unchecked Sendable {
     /// Guards `value`.
     package init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        mutex = makePthreadMutex()
         condition = .allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
         var attributes = pthread_condattr_t()
@@ -26,9 +24,8 @@ package final class ConditionLock<Value>: @unchecked Sendable {
 
     deinit {
         pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
         condition.deallocate()
-        mutex.deallocate()
+        destroyPthreadMutex(mutex)
     }
 
     /// Runs `body` with the value while holding the lock.

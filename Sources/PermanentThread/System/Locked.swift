@@ -15,16 +15,10 @@ package final class Locked<Value>: @unchecked Sendable {
     /// Guards `value`.
     package init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
+        mutex = makePthreadMutex()
     }
 
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
+    deinit { destroyPthreadMutex(mutex) }
 
     /// Runs `body` with the value while holding the lock.
     @inline(__always)
@@ -33,4 +27,19 @@ package final class Locked<Value>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
+}
+
+/// A pthread mutex at a fixed heap address (a mutex must not move once used).
+func makePthreadMutex() -> UnsafeMutablePointer<pthread_mutex_t> {
+    let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    pthread_mutex_init(mutex, nil)
+    return mutex
+}
+
+/// Destroys and frees a mutex made by `makePthreadMutex`.
+func destroyPthreadMutex(_ mutex: UnsafeMutablePointer<pthread_mutex_t>) {
+    pthread_mutex_destroy(mutex)
+    mutex.deinitialize(count: 1)
+    mutex.deallocate()
 }

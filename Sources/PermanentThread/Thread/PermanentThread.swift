@@ -1,0 +1,199 @@
+import Glibc
+
+/// A thread that stays alive, asleep in its run loop, until it is stopped: work is sent to
+/// it from any thread and runs on it, one block at a time, in order.
+///
+/// ```swift
+/// let worker = PermanentThread(name: "db")
+/// try worker.run()
+/// try worker.execute { /* on "db" */ }
+/// let rows = try worker.sync { try database.query() }
+/// let count = try await worker.submit { database.count }
+/// worker.stop()
+/// ```
+///
+/// The thread is kept alive by a custom source on its loop that nothing signals, so an
+/// idle thread sleeps in `epoll_wait`: no polling, no periodic timer. Its loop
+/// (`loop`) takes timers, observers and sources like any other.
+///
+/// **Stopping.** `stop()` lets the block being run finish, runs every block accepted
+/// before it, then ends the thread and waits until it has exited. Blocks offered after
+/// `stop()` are refused with `PermanentThreadError.stopped`: no block is ever dropped
+/// silently. Dropping the last reference to a `PermanentThread` stops it the same way.
+/// The thread itself holds no reference to this object, so it cannot keep its owner alive.
+/// (Handlers you leave on its loop — a repeating timer, a source — that capture the
+/// `PermanentThread` strongly do keep it alive: capture it `weak`, or use
+/// `ThreadLoop.current` inside them.)
+///
+/// **Executors.** A permanent thread is a `SerialExecutor` (an actor whose
+/// `unownedExecutor` is `thread.asUnownedSerialExecutor()` runs every method on the
+/// thread; keep a strong reference to the thread in the actor) and a `TaskExecutor`
+/// (`Task(executorPreference: thread) { … }` runs on it).
+public final class PermanentThread: Sendable {
+    /// The thread's name. The OS shows its first 15 bytes (`/proc/self/task/*/comm`, `top -H`).
+    public let name: String
+    /// The stack size asked for, in bytes; `nil` for the system default.
+    public let stackSize: Int?
+    let core: ThreadCore
+
+    /// Makes a permanent thread; `run()` starts it.
+    /// - Parameters:
+    ///   - name: the thread's name, also shown by the OS (first 15 bytes) and in stall reports.
+    ///   - stackSize: the stack size in bytes (at least `PTHREAD_STACK_MIN`, 16 KiB on
+    ///     Linux); `nil` (the default) for the system default, usually 8 MiB.
+    public init(name: String, stackSize: Int? = nil) {
+        self.name = name
+        self.stackSize = stackSize
+        self.core = ThreadCore(name: name, stackSize: stackSize)
+    }
+
+    /// Stops the thread, as `stop()` does; when the last reference goes away on the thread
+    /// itself, the thread is detached instead of joined and exits after its queued blocks.
+    deinit {
+        core.stop(fromDeinit: true)
+    }
+
+    // MARK: Lifecycle
+
+    /// Starts the thread and returns once its run loop takes work. Calling it again (from
+    /// any thread, even concurrently) does nothing more.
+    ///
+    /// Blocks executed before `run()` are kept and run first, in order.
+    /// - Throws: `.threadCreationFailed` when the OS refuses the thread (or the stack size),
+    ///   `.loop` when its run loop cannot be made (out of descriptors), `.stopped` after
+    ///   `stop()`: a stopped thread does not start again.
+    public func run() throws(PermanentThreadError) {
+        try core.start()
+    }
+
+    /// Stops the thread: the block it is running finishes, every block accepted before this
+    /// call runs, then the thread exits; returns once it has exited.
+    ///
+    /// Safe from any thread, any number of times (later callers wait for the same exit).
+    /// Called on the thread itself (from a block, a timer or a task on it), it cannot wait
+    /// for its own exit: it returns at once and the thread exits when the current block
+    /// and the ones queued before have run. If the thread was never started but blocks
+    /// were executed, it is started to run them. Afterwards `execute`, `sync` and `submit`
+    /// throw `PermanentThreadError.stopped`.
+    public func stop() {
+        core.stop(fromDeinit: false)
+    }
+
+    /// The thread's run loop, to add timers, observers and sources to; `nil` until `run()`.
+    /// It stays reachable after the thread ended (and then refuses work).
+    public var loop: ThreadLoop? { core.loop }
+
+    /// The thread's kernel id (as in `/proc/self/task/<id>`, `gettid()`); `nil` until `run()`.
+    public var threadID: Int32? {
+        let id = core.kernelID.load(ordering: .acquiring)
+        return id == 0 ? nil : id
+    }
+
+    /// Whether the calling thread is this permanent thread.
+    public var isCurrent: Bool { core.isCurrent }
+
+    /// Whether `stop()` was called (or the last reference dropped): no more work is taken,
+    /// though the thread may still be running the blocks accepted before.
+    public var isStopRequested: Bool { core.isStopRequested }
+
+    // MARK: Work
+
+    /// Runs `block` on the thread, asynchronously: returns at once.
+    ///
+    /// Blocks run one at a time in the order they were executed from any one thread.
+    /// Before `run()` they are kept and run once the thread starts.
+    /// - Parameters:
+    ///   - label: a name for the work, shown by the stall monitor if the block stalls.
+    ///   - block: the work.
+    /// - Throws: `.stopped` after `stop()`; the block is not kept.
+    public func execute(label: String? = nil, _ block: @escaping @Sendable () -> Void) throws(PermanentThreadError) {
+        // Hot path: one atomic load and the loop's inbox lock; no allocation but the closure.
+        if let loop = core.publishedLoop.load(ordering: .acquiring) {
+            do {
+                try loop.takeUnretainedValue().perform(inModes: ThreadCore.commonModes, label: label, block)
+            } catch {
+                throw .stopped
+            }
+            return
+        }
+        try core.executeSlowly(label: label, block)
+    }
+
+    /// Runs `body` on the thread and waits for it: returns its value or rethrows its error
+    /// (`performSelector:onThread:withObject:waitUntilDone:YES`).
+    ///
+    /// Called on the thread itself, `body` runs at once, inline: no self-deadlock. Two
+    /// threads that `sync` onto each other at the same time deadlock, as with any lock.
+    /// - Parameters:
+    ///   - label: a name for the work, shown by the stall monitor if it stalls.
+    ///   - body: the work; it may capture non-`Sendable` state, since the caller is
+    ///     blocked while it runs.
+    /// - Throws: what `body` throws; `PermanentThreadError.stopped` after `stop()`, or
+    ///   `.notStarted` before `run()` (waiting would never end) — then `body` does not run.
+    public func sync<T>(label: String? = nil, _ body: () throws -> T) throws -> T {
+        if core.isCurrent { return try body() }
+        guard let loop = core.loop else {
+            throw core.isStopRequested ? PermanentThreadError.stopped : .notStarted
+        }
+        return try withoutActuallyEscaping(body) { escapable in
+            let call = SyncCall(escapable)
+            do {
+                try loop.perform(inModes: ThreadCore.commonModes, label: label) { call.run() }
+            } catch {
+                throw PermanentThreadError.stopped
+            }
+            return try call.waitForResult()
+        }
+    }
+
+    /// Runs `body` on the thread and suspends until it returns: `try await thread.submit { … }`.
+    ///
+    /// Before `run()`, the block waits for the thread to start. Cancelling the awaiting task
+    /// does not remove the block: it still runs.
+    /// - Parameters:
+    ///   - label: a name for the work, shown by the stall monitor if it stalls.
+    ///   - body: the work.
+    /// - Returns: the value `body` returns.
+    /// - Throws: what `body` throws; `PermanentThreadError.stopped` after `stop()`.
+    public func submit<T: Sendable>(
+        label: String? = nil, _ body: @escaping @Sendable () throws -> T
+    ) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            do {
+                try execute(label: label) { continuation.resume(with: Result { try body() }) }
+            } catch {
+                continuation.resume(throwing: error)
+            }
+        }
+    }
+}
+
+/// One `sync` call: the caller's closure, its result, and the wait for it.
+// Safety of @unchecked Sendable: the caller stores `body` before the block is enqueued
+// (the inbox lock publishes it); then only the permanent thread reads and clears it,
+// before it publishes the result through `outcome`'s lock, which the caller waits on.
+// The caller is blocked all that time, so `body`'s captures are never used by two
+// threads at once.
+private final class SyncCall<T>: @unchecked Sendable {
+    private var body: (() throws -> T)?
+    private let outcome = ConditionLock<Result<T, any Error>?>(nil)
+
+    init(_ body: @escaping () throws -> T) { self.body = body }
+
+    /// On the permanent thread.
+    func run() {
+        let result = Result { try body!() }
+        // Release the closure before waking the caller: `withoutActuallyEscaping` checks
+        // that nothing kept it.
+        body = nil
+        outcome.withLock { $0 = result }
+        outcome.broadcast()
+    }
+
+    /// On the caller's thread.
+    func waitForResult() throws -> T {
+        // No deadline: the block runs once the blocks queued before it have.
+        let result = outcome.wait(until: nil) { $0 }
+        return try result!.get()
+    }
+}
