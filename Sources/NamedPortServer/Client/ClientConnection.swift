@@ -116,7 +116,7 @@ final class ClientConnection: Sendable {
         // A direct reader gives the role back within one slice of its wait.
         _ = state.wait(until: nil) { $0.readerBusy ? nil : true }
         do throws(NameServerError) {
-            let io = try ClientIOThread.shared()
+            let loop = try ClientIOThread.shared()
             // The source keeps the connection alive until `finish` (on the I/O thread) has
             // removed it and closed the socket there, so a reused descriptor number is never
             // deregistered by mistake.
@@ -125,7 +125,7 @@ final class ClientConnection: Sendable {
             }
             reading.withLock { $0.source = source }
             do {
-                try io.loop.add(source, forMode: .default)
+                try loop.add(source, forMode: .default)
             } catch {
                 throw .system(operation: "watch the name server connection: \(error)", errno: EINVAL)
             }
@@ -444,16 +444,24 @@ final class ClientConnection: Sendable {
     }
 }
 
-/// The thread every client connection of the process reads on, started on first use.
+/// The thread every client connection of the process reads on (once it is threaded),
+/// started on first use and kept for the life of the process.
 enum ClientIOThread {
-    private static let thread = Locked<LoopThread?>(nil)
+    /// Never stopped (a dropped `PermanentThread` would stop, so it is kept here).
+    private static let thread = Locked<PermanentThread?>(nil)
 
-    static func shared() throws(NameServerError) -> LoopThread {
-        try thread.withLock { (thread) throws(NameServerError) -> LoopThread in
-            if let thread { return thread }
-            let made = try LoopThread(name: "portkit.names.io")
-            thread = made
-            return made
+    /// The I/O thread's loop.
+    static func shared() throws(NameServerError) -> ThreadLoop {
+        try thread.withLock { (kept) throws(NameServerError) -> ThreadLoop in
+            if let loop = kept?.loop { return loop }
+            let thread = PermanentThread(name: "portkit.names.io")
+            do {
+                try thread.run()
+            } catch {
+                throw .system(operation: "start the name client's I/O thread: \(error)", errno: EAGAIN)
+            }
+            kept = thread
+            return thread.loop!  // set once `run()` returns
         }
     }
 }

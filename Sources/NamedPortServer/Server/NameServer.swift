@@ -27,19 +27,21 @@ public final class NameServer: Sendable {
     public let address: String
     /// The policy it enforces.
     public let policy: NameServerPolicy
-    private let thread: LoopThread
+    private let thread: PermanentThread
     private let core: NameServerCore
     private let stopped = Locked(false)
 
     private init(listener: ServerListener, policy: NameServerPolicy) throws(NameServerError) {
-        let thread: LoopThread
+        let thread = PermanentThread(name: "portkit.names")
+        let loop: ThreadLoop
         do {
-            thread = try LoopThread(name: "portkit.names")
+            try thread.run()
+            loop = thread.loop!  // set once `run()` returns
         } catch {
             listener.close()
-            throw error
+            throw .system(operation: "start the name server's thread: \(error)", errno: EAGAIN)
         }
-        let core = NameServerCore(loop: thread.loop, listener: listener, policy: policy)
+        let core = NameServerCore(loop: loop, listener: listener, policy: policy)
         do {
             try core.start()
         } catch {
@@ -127,10 +129,11 @@ public final class NameServer: Sendable {
         guard first else { return }
         let core = self.core
         do {
-            try thread.execute { core.shutdown() }
+            try thread.execute(label: "stop the name server") { core.shutdown() }
         } catch {
             // The thread is gone already: nothing runs on it any more.
         }
+        // Runs the block above, then ends the thread and waits for it.
         thread.stop()
     }
 
@@ -139,9 +142,13 @@ public final class NameServer: Sendable {
     public func counts() throws(NameServerError) -> NameServerCounts {
         let core = self.core
         let result = ConditionLock<NameServerCounts?>(nil)
-        try thread.execute {
-            result.withLock { $0 = core.counts }
-            result.broadcast()
+        do {
+            try thread.execute {
+                result.withLock { $0 = core.counts }
+                result.broadcast()
+            }
+        } catch {
+            throw .connectionLost(address: address)
         }
         guard let counts = result.wait(until: .now + .seconds(30), { $0 }) else {
             throw .timedOut(operation: "asking the name server thread for its counts")
