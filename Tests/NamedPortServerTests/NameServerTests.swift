@@ -154,6 +154,25 @@ struct NameServerTests {
         #expect(all.initialOwners.isEmpty)
     }
 
+    @Test func aWatchOnANameSeesOnlyThatName() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let owner = try NameServerClient.connect(to: directory.address)
+        let watcher = try NameServerClient.connect(to: directory.address)
+        try owner.register("db2", port: ReceivePort())
+        let watch = try watcher.watch(name: "db")
+        #expect(watch.isExact && watch.initialOwners.isEmpty)
+        try owner.register("db.replica", port: ReceivePort())
+        try owner.register("db", port: ReceivePort())
+        try owner.unregister("db")
+        let me = NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid()))
+        #expect(try watch.next(timeout: .seconds(20)) == .appeared(me))
+        #expect(try watch.next(timeout: .seconds(20)) == .vanished(me))
+        #expect(try watch.next(timeout: .milliseconds(50)) == nil)
+        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
+    }
+
     @Test func perConnectionLimitsAreEnforced() throws {
         let directory = TestDirectory()
         let policy = NameServerPolicy(maxNamesPerConnection: 2, maxWatchesPerConnection: 1, maxWaitingLookupsPerConnection: 1)

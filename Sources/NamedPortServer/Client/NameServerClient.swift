@@ -165,18 +165,29 @@ public final class NameServerClient: Sendable {
         return try fields.owners()
     }
 
-    /// Watches the names starting with `prefix` (every name for the empty prefix; a full
-    /// name watches just that name): the current owners first, then every change.
+    /// Watches the names starting with `prefix` (every name for the empty prefix): the
+    /// current owners first, then every change.
     /// - Throws: `invalidName` (the prefix breaks the name rules), `limitExceeded`,
     ///   `permissionDenied`, `timedOut`, `connectionLost`.
     public func watch(prefix: String = "") throws(NameServerError) -> NameWatch {
         try NameRules.validatePrefix(prefix)
+        return try startWatch(prefix, exact: false)
+    }
+
+    /// Watches one name: its owner now (if any), then each time it appears or vanishes.
+    /// - Throws: `invalidName`, `limitExceeded`, `permissionDenied`, `timedOut`, `connectionLost`.
+    public func watch(name: String) throws(NameServerError) -> NameWatch {
+        try NameRules.validate(name)
+        return try startWatch(name, exact: true)
+    }
+
+    private func startWatch(_ text: String, exact: Bool) throws(NameServerError) -> NameWatch {
         let (id, sink) = try connection.addWatch()
         let reply: IncomingFrame
         do {
             reply = try connection.request(
-                .watch, [NameField.integer(id), NameField.string(prefix)], deadline: .now + timeout,
-                describing: "watching '\(prefix)'")
+                .watch, [NameField.integer(id), NameField.string(text), NameField.integer(exact ? 1 : 0)],
+                deadline: .now + timeout, describing: "watching '\(text)'")
         } catch {
             connection.removeWatch(id)
             throw error
@@ -192,7 +203,7 @@ public final class NameServerClient: Sendable {
         }
         let connection = self.connection
         let timeout = self.timeout
-        return NameWatch(prefix: prefix, initialOwners: owners, sink: sink) {
+        return NameWatch(prefix: text, exact: exact, initialOwners: owners, sink: sink) {
             guard sink.markCancelled() else { return }
             connection.removeWatch(id)
             connection.requestWithoutWaiting(.unwatch, [NameField.integer(id)], deadline: .now + timeout)

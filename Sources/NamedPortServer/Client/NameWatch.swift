@@ -7,15 +7,18 @@ import PermanentThread
 /// change falls between `initialOwners` and the first event, and none is missed after.
 /// Events queue up until `next(timeout:)` takes them.
 public final class NameWatch: Sendable {
-    /// The prefix watched; the empty string watches every name.
+    /// The prefix watched (the empty string watches every name), or the name when `isExact`.
     public let prefix: String
+    /// Whether the watch is on exactly the name `prefix` rather than on a prefix.
+    public let isExact: Bool
     /// The names matching the prefix when the watch started, sorted by name.
     public let initialOwners: [NameOwner]
     private let sink: WatchSink
     private let cancelling: @Sendable () -> Void
 
-    init(prefix: String, initialOwners: [NameOwner], sink: WatchSink, cancel: @escaping @Sendable () -> Void) {
+    init(prefix: String, exact: Bool, initialOwners: [NameOwner], sink: WatchSink, cancel: @escaping @Sendable () -> Void) {
         self.prefix = prefix
+        self.isExact = exact
         self.initialOwners = initialOwners
         self.sink = sink
         self.cancelling = cancel

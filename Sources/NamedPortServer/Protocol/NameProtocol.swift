@@ -24,7 +24,8 @@ package enum NameOperation: UInt32, Sendable {
     case owner = 5
     /// [] → ok [name, pid, uid]…
     case list = 6
-    /// [watch id, prefix] → ok [name, pid, uid]… (the current owners); events follow.
+    /// [watch id, prefix or name, exact (0: prefix, 1: the name only)] → ok [name, pid, uid]…
+    /// (the current owners); events follow.
     case watch = 7
     /// [watch id] → ok []
     case unwatch = 8

@@ -24,7 +24,7 @@ final class NameServerCore: @unchecked Sendable {
     private var connections: [UInt64: ServerConnection] = [:]
     private var nextConnectionID: UInt64 = 1
     private var names: [String: Registration] = [:]
-    private var watchers: [WatchKey: String] = [:]
+    private var watchers: [WatchKey: WatchFilter] = [:]
     private var waitersByName: [String: [UInt64]] = [:]
     private var waiters: [UInt64: WaitingLookup] = [:]
     private var nextWaiterID: UInt64 = 1
@@ -276,16 +276,18 @@ final class NameServerCore: @unchecked Sendable {
 
         case .watch:
             let watchID = try fields.integer()
-            let prefix = try NameRules.decode(try fields.bytes(), allowEmpty: true).get()
+            let text = try fields.bytes()
+            let exact = try fields.integer() != 0
+            let filter = WatchFilter(text: try NameRules.decode(text, allowEmpty: !exact).get(), exact: exact)
             guard connection.watches[watchID] == nil else { throw .protocolError("watch id \(watchID) is in use") }
             guard connection.watches.count < policy.maxWatchesPerConnection else {
                 throw .limitExceeded(what: "watches per connection", limit: policy.maxWatchesPerConnection)
             }
             // The snapshot and the subscription in the same callback: no change can fall
             // between them.
-            connection.watches[watchID] = prefix
-            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = prefix
-            let current = names.values.map(\.owner).filter { $0.name.utf8.starts(with: prefix.utf8) }
+            connection.watches[watchID] = filter
+            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = filter
+            let current = names.values.map(\.owner).filter { filter.matches($0.name) }
             return .reply(current.sorted { $0.name < $1.name }.flatMap(NameField.owner))
 
         case .unwatch:
@@ -371,7 +373,7 @@ final class NameServerCore: @unchecked Sendable {
     // MARK: Watches
 
     private func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
-        for (key, prefix) in watchers where owner.name.utf8.starts(with: prefix.utf8) {
+        for (key, filter) in watchers where filter.matches(owner.name) {
             guard let connection = connections[key.connectionID], !connection.isDoomed else { continue }
             let event = WireMessage(
                 kind: .message, id: notice.rawValue, components: [NameField.integer(key.watchID)] + NameField.owner(owner))

@@ -21,8 +21,8 @@ final class ServerConnection {
 
     /// The names this connection holds.
     var names: Set<String> = []
-    /// The connection's watches: watch id (chosen by the client) → prefix.
-    var watches: [UInt64: String] = [:]
+    /// The connection's watches, by the id the client chose.
+    var watches: [UInt64: WatchFilter] = [:]
     /// The server's ids of this connection's waiting lookups.
     var waitingLookups: Set<UInt64> = []
 
@@ -69,4 +69,15 @@ struct Registration {
 struct WatchKey: Hashable {
     var connectionID: UInt64
     var watchID: UInt64
+}
+
+/// What a watch matches: names starting with a prefix, or one name exactly.
+struct WatchFilter {
+    var text: String
+    var exact: Bool
+
+    /// Byte-wise, as names are compared.
+    func matches(_ name: String) -> Bool {
+        exact ? name.utf8.elementsEqual(text.utf8) : name.utf8.starts(with: text.utf8)
+    }
 }
