@@ -138,7 +138,9 @@ enum NameBenchmarks: BenchmarkFamily {
     /// `names.death`: from SIGKILL of the process holding a name's connection to the
     /// watcher's `-` event. The owner is a minimal process (`/bin/sleep`) that inherited a
     /// connection on which the name was registered, so the time is the kernel's teardown
-    /// of a process plus the server noticing and telling the watcher.
+    /// of a process plus the server noticing and telling the watcher. `raw` is the kernel's
+    /// part alone: SIGKILL of a `/bin/sleep` holding one end of a socket pair until the
+    /// other end, in this process, polls as hung up.
     static func death(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.death", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -155,7 +157,29 @@ enum NameBenchmarks: BenchmarkFamily {
                         fixture.stop()
                     })
             },
+            BenchmarkImpl("raw") {
+                .init(measure: { try medianMicroseconds(count) { try rawDeathOnce() } })
+            },
         ])
+    }
+
+    private static func rawDeathOnce() throws -> Duration {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        defer { close(fds[0]) }
+        let holder = try spawnHolder(fds[1])
+        close(fds[1])
+        let start = ContinuousClock.now
+        kill(holder, SIGKILL)
+        var poller = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, 10_000)
+        let elapsed = start.duration(to: .now)
+        var status: CInt = 0
+        waitpid(holder, &status, 0)
+        guard ready == 1 else { throw BenchmarkError.timedOut("the holder's end to hang up") }
+        return elapsed
     }
 
     private static func deathOnce(_ address: String, _ watch: NameWatch) throws -> Duration {

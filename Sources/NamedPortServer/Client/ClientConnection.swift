@@ -5,13 +5,14 @@ import PortMessaging
 /// handed to whoever waits for them.
 ///
 /// Who reads the socket depends on what the connection is for:
-/// - **direct** (from the start): only replies can arrive, so a caller waiting for its
-///   reply reads the socket itself (one waiter at a time takes the reader's role and hands
-///   other callers' replies over). No thread hop: a lookup costs what a round trip costs.
-/// - **threaded** (from the first registration or watch on): the server may send at any
-///   moment (a brokered connection for a registered name, a watch event), so the shared
-///   client I/O thread reads, adopts connections into their `ReceivePort`, delivers events
-///   to their `WatchSink`, and hands replies to their callers.
+/// - **direct** (from the start): what arrives is replies and watch events, which someone
+///   is (or will be) waiting for, so a waiting caller (of a request, or of `NameWatch.next`)
+///   reads the socket itself: one waiter at a time takes the reader's role and hands what
+///   it reads for others over. No thread hop: a lookup costs what a round trip costs.
+/// - **threaded** (from the first registration on): the server may send a brokered
+///   connection for a registered name at any moment, with nobody waiting for it, so the
+///   shared client I/O thread reads: it adopts connections into their `ReceivePort` and
+///   hands replies and events to whoever waits.
 /// The switch happens once, while no caller holds the reader's role.
 final class ClientConnection: Sendable {
     let address: String
@@ -28,7 +29,7 @@ final class ClientConnection: Sendable {
         var pending: [UInt64: Pending] = [:]
         var ended: NameServerError?
         var registrations: [String: ReceivePort] = [:]
-        var watches: [UInt64: WatchSink] = [:]
+        var watches: [UInt64: WatchQueue] = [:]
         var nextWatchID: UInt64 = 1
         /// Whether the I/O thread reads (else callers do).
         var threaded = false
@@ -42,6 +43,17 @@ final class ClientConnection: Sendable {
         case waiting
         case arrived(IncomingFrame)
     }
+
+    /// A watch's events not yet taken by `NameWatch.next`.
+    private struct WatchQueue {
+        var events: [NameEvent] = []
+        var head = 0
+        /// Set when the watch ended early (too many unread events).
+        var end: NameServerError?
+    }
+
+    /// Unread events kept per watch; past that the watch ends with `limitExceeded`.
+    static let maxQueuedEvents = 100_000
 
     private struct WriterState {
         var socketClosed = false
@@ -172,7 +184,17 @@ final class ClientConnection: Sendable {
             state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
             throw error
         }
-        let outcome = awaitReply(sequence, deadline: deadline)
+        let outcome = awaitOutcome(until: deadline) { state -> Result<IncomingFrame, NameServerError>? in
+            if case .arrived(let frame)? = state.pending[sequence] {
+                state.pending[sequence] = nil
+                return .success(frame)
+            }
+            if let ended = state.ended {
+                state.pending[sequence] = nil
+                return .failure(ended)
+            }
+            return nil
+        }
         let frame: IncomingFrame
         switch outcome {
         case .success(let arrived)?:
@@ -193,47 +215,39 @@ final class ClientConnection: Sendable {
     }
 
     /// What a waiting caller does next.
-    private enum Step {
-        case done(Result<IncomingFrame, NameServerError>)
+    private enum Step<Outcome> {
+        case done(Outcome)
         case read
-        case wait
     }
 
-    /// Waits for the reply to `sequence` until `deadline`, reading the socket itself while
-    /// the connection is direct and no other caller reads. `nil` on time-out.
-    private func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant) -> Result<IncomingFrame, NameServerError>? {
-        /// Whether the reply is in, the connection ended, or the caller may read.
-        func next(_ state: inout State) -> Step? {
-            if case .arrived(let frame)? = state.pending[sequence] {
-                state.pending[sequence] = nil
-                return .done(.success(frame))
-            }
-            if let ended = state.ended {
-                state.pending[sequence] = nil
-                return .done(.failure(ended))
-            }
-            if !state.threaded && !state.switching && !state.readerBusy {
+    /// Waits until `take` finds what the caller waits for, or `deadline` passes (`nil`:
+    /// no deadline), reading the socket itself while the connection is direct and no
+    /// other caller reads. `take` runs under the lock, after every change; it must answer
+    /// once the connection has ended. Returns `nil` on time-out.
+    private func awaitOutcome<Outcome>(
+        until deadline: ContinuousClock.Instant?, _ take: @escaping (inout State) -> Outcome?
+    ) -> Outcome? {
+        func next(_ state: inout State) -> Step<Outcome>? {
+            if let outcome = take(&state) { return .done(outcome) }
+            if !state.threaded && !state.switching && !state.readerBusy && state.ended == nil {
                 state.readerBusy = true
                 return .read
             }
             return nil
         }
         while true {
-            let step = state.withLock { next(&$0) ?? .wait }
+            let step = state.withLock { next(&$0) } ?? state.wait(until: deadline, { next(&$0) })
             switch step {
-            case .done(let outcome):
+            case .done(let outcome)?:
                 return outcome
-            case .wait:
-                guard let step = state.wait(until: deadline, { next(&$0) }) else { return nil }
-                if case .done(let outcome) = step { return outcome }
+            case .read?:
                 readDirectly(until: deadline)
-            case .read:
-                readDirectly(until: deadline)
-            }
-            if ContinuousClock.now >= deadline {
-                // One last look: the reply may have come with the last read.
-                if case .done(let outcome) = state.withLock({ next(&$0) ?? .wait }) { return outcome }
+            case nil:
                 return nil
+            }
+            if let deadline, ContinuousClock.now >= deadline {
+                // One last look: it may have come with the last read.
+                return state.withLock { take(&$0) }
             }
         }
     }
@@ -241,8 +255,8 @@ final class ClientConnection: Sendable {
     /// Holding the reader's role: waits for the socket to be readable (one slice at most,
     /// so a switch to threaded mode is never held up long), reads and dispatches what came,
     /// and gives the role back.
-    private func readDirectly(until deadline: ContinuousClock.Instant) {
-        let slice = min(deadline - .now, .milliseconds(50))
+    private func readDirectly(until deadline: ContinuousClock.Instant?) {
+        let slice = min(deadline.map { $0 - .now } ?? .milliseconds(50), .milliseconds(50))
         let ready = slice > .zero ? ((try? socket.poll(CShort(POLLIN), timeout: slice)) ?? 1) : 1
         if ready != 0 {
             let (frames, end) = reading.withLock { $0.reader.read(from: socket) }
@@ -317,21 +331,43 @@ final class ClientConnection: Sendable {
         state.withLock { _ = $0.registrations.removeValue(forKey: name) }
     }
 
-    /// Makes the sink of a new watch; events for it are delivered from now on.
-    func addWatch() throws(NameServerError) -> (UInt64, WatchSink) {
-        try becomeThreaded()
-        return try state.withLock { (state) throws(NameServerError) -> (UInt64, WatchSink) in
+    /// Opens the queue of a new watch; its events are kept from now on.
+    func addWatch() throws(NameServerError) -> UInt64 {
+        try state.withLock { (state) throws(NameServerError) -> UInt64 in
             if let ended = state.ended { throw ended }
             let id = state.nextWatchID
             state.nextWatchID += 1
-            let sink = WatchSink()
-            state.watches[id] = sink
-            return (id, sink)
+            state.watches[id] = WatchQueue()
+            return id
         }
     }
 
+    /// The next event of watch `id`, waiting until `deadline` (`nil`: for ever).
+    /// - Returns: `nil` on time-out or once the watch is removed (cancelled).
+    /// - Throws: once the queue is empty, why the watch or the connection ended.
+    func nextEvent(_ id: UInt64, deadline: ContinuousClock.Instant?) throws(NameServerError) -> NameEvent? {
+        let outcome = awaitOutcome(until: deadline) { state -> Result<NameEvent?, NameServerError>? in
+            guard var queue = state.watches[id] else { return .success(nil) }
+            if queue.head < queue.events.count {
+                let event = queue.events[queue.head]
+                queue.head += 1
+                if queue.head == queue.events.count {
+                    queue.events.removeAll(keepingCapacity: queue.events.capacity <= 1024)
+                    queue.head = 0
+                }
+                state.watches[id] = queue
+                return .success(event)
+            }
+            if let end = queue.end ?? state.ended { return .failure(end) }
+            return nil
+        }
+        return try (outcome ?? .success(nil)).get()
+    }
+
+    /// Drops watch `id`'s queue; a caller waiting in `nextEvent` gets `nil`.
     func removeWatch(_ id: UInt64) {
         state.withLock { _ = $0.watches.removeValue(forKey: id) }
+        state.broadcast()
     }
 
     /// The error calls get once the connection has ended, if it has.
@@ -389,22 +425,29 @@ final class ClientConnection: Sendable {
         closeDescriptors(frame.descriptors)
         var fields = NameFieldReader(frame.message.components)
         guard let watchID = try? fields.integer(), let owner = try? fields.owner() else { return }
-        guard let sink = state.withLock({ $0.watches[watchID] }) else { return }
-        sink.deliver(frame.message.id == NameNotice.appeared.rawValue ? .appeared(owner) : .vanished(owner))
+        let event: NameEvent = frame.message.id == NameNotice.appeared.rawValue ? .appeared(owner) : .vanished(owner)
+        state.withLock { state in
+            guard var queue = state.watches[watchID], queue.end == nil else { return }
+            if queue.events.count - queue.head >= Self.maxQueuedEvents {
+                queue.end = .limitExceeded(what: "unread watch events", limit: Self.maxQueuedEvents)
+            } else {
+                queue.events.append(event)
+            }
+            state.watches[watchID] = queue
+        }
+        state.broadcast()
     }
 
     /// The connection is over: fail the waiting calls, end the watches, forget the
     /// registrations (the server released them), close the socket.
     private func finish(_ end: StreamEnd) {
         let error = NameServerError.connectionLost(address: address)
-        let sinks = state.withLock { state -> [WatchSink] in
+        state.withLock { state in
             if state.ended == nil { state.ended = error }
+            // The watches keep their queues: the events before the end are still read.
             state.registrations = [:]
-            defer { state.watches = [:] }
-            return Array(state.watches.values)
         }
         state.broadcast()
-        for sink in sinks { sink.end(error) }
         reading.withLock { reading in
             reading.source?.invalidate()
             reading.source = nil

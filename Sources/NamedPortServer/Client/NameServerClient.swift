@@ -18,7 +18,8 @@ import PortMessaging
 /// the client is closed or deinitialised, or its process dies (the kernel closes the
 /// socket, SIGKILL included). Every method may be called from any thread; the calls
 /// block until the server answers, for at most the client's `timeout` (plus any wait
-/// asked for). The replies are read on one I/O thread shared by the process's clients.
+/// asked for). A client with no registered name reads its replies on the calling thread;
+/// from the first registration on, one I/O thread shared by the process's clients reads.
 public final class NameServerClient: Sendable {
     /// The address connected to.
     public var address: String { connection.address }
@@ -182,7 +183,7 @@ public final class NameServerClient: Sendable {
     }
 
     private func startWatch(_ text: String, exact: Bool) throws(NameServerError) -> NameWatch {
-        let (id, sink) = try connection.addWatch()
+        let id = try connection.addWatch()
         let reply: IncomingFrame
         do {
             reply = try connection.request(
@@ -203,11 +204,7 @@ public final class NameServerClient: Sendable {
         }
         let connection = self.connection
         let timeout = self.timeout
-        return NameWatch(prefix: text, exact: exact, initialOwners: owners, sink: sink) {
-            guard sink.markCancelled() else { return }
-            connection.removeWatch(id)
-            connection.requestWithoutWaiting(.unwatch, [NameField.integer(id)], deadline: .now + timeout)
-        }
+        return NameWatch(prefix: text, exact: exact, initialOwners: owners, id: id, connection: connection, timeout: timeout)
     }
 
     // MARK: The connection
@@ -219,7 +216,9 @@ public final class NameServerClient: Sendable {
         connection.close()
     }
 
-    /// Whether the connection is still up (not closed, the server not gone).
+    /// Whether the connection is still up as far as this client knows: false once closed,
+    /// or once the server is seen gone (at once while a name is registered, otherwise at
+    /// the next call or `NameWatch.next`).
     public var isConnected: Bool { connection.endError == nil }
 }
 

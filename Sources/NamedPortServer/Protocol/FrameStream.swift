@@ -48,7 +48,9 @@ struct FrameReader {
             }
             buffer.withUnsafeBytes { raw in splitter.append(UnsafeRawBufferPointer(rebasing: raw[..<received.count])) }
             if let end = takeFrames(into: &frames) { return (frames, end) }
-            if received.count < buffer.count && received.descriptors.isEmpty { break }
+            // A short read that completed every frame means the socket is (very likely)
+            // drained; the loop, or the next poll, says so if it is not.
+            if received.count < buffer.count && splitter.bufferedByteCount == 0 { break }
         }
         return (frames, nil)
     }
