@@ -14,6 +14,8 @@ let package = Package(
         .executable(name: "port-thread-checkin", targets: ["port-thread-checkin"]),
         .executable(name: "port-child-checkin", targets: ["port-child-checkin"]),
         .executable(name: "portkit-bench", targets: ["portkit-bench"]),
+        .executable(name: "portnamed", targets: ["portnamed"]),
+        .executable(name: "portname", targets: ["portname"]),
     ],
     targets: [
         // Layers 1–4: System, Poller, run loop, permanent thread.
@@ -23,7 +25,7 @@ let package = Package(
         // Layer 5: messages and ports between threads and processes.
         .target(name: "PortMessaging", dependencies: ["PermanentThread"], swiftSettings: strict),
         // Layer 6: names for ports.
-        .target(name: "NamedPortServer", dependencies: ["PortMessaging"], swiftSettings: strict),
+        .target(name: "NamedPortServer", dependencies: ["PortMessaging", "CPortKitSystem"], swiftSettings: strict),
 
         .executableTarget(
             name: "portkit-demo",
@@ -43,6 +45,17 @@ let package = Package(
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
+
+        // The name server daemon and its command-line client.
+        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer"], swiftSettings: strict),
+        .executableTarget(name: "portname", dependencies: ["NamedPortServer"], swiftSettings: strict),
+        // A named-port server and its client, as two programs.
+        .executableTarget(
+            name: "named-port-server", dependencies: ["NamedPortServer"],
+            path: "Examples/NamedPorts/Server", swiftSettings: strict),
+        .executableTarget(
+            name: "named-port-client", dependencies: ["NamedPortServer"],
+            path: "Examples/NamedPorts/Client", swiftSettings: strict),
 
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
         .executableTarget(
@@ -64,7 +77,10 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "NamedPortServerTests",
-            dependencies: ["NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper"],
+            dependencies: [
+                "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper",
+                "portnamed", "portname",
+            ],
             swiftSettings: strict),
     ]
 )

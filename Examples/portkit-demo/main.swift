@@ -2,8 +2,11 @@
 //
 //   1. a run loop: a repeating timer, an observer, a block from another thread;
 //   2. a permanent thread: work offloaded to it, a value back, an error back, a stop;
-//   3. ports: a worker thread and a child process check in; messages and request/reply.
+//   3. ports: a worker thread and a child process check in; messages and request/reply;
+//   4. names: an embedded name server; the worker thread's port registered by name; a child
+//      process looks the name up and does request/reply; a clean shutdown.
 import Foundation
+import NamedPortServer
 import PermanentThread
 import PortMessaging
 import Synchronization
@@ -18,6 +21,16 @@ if CommandLine.arguments.dropFirst().first == "--child" {
     try boss.onInvalidation { _ in exit(0) }   // the parent went away: so do we
     try PortCheckIn.checkIn(to: boss, from: port)
     try ThreadLoop.current.run()
+    exit(0)
+}
+
+/// The child half of part 4: find "demo.greeter" through the name server and ask it.
+if CommandLine.arguments.dropFirst().first == "--lookup", CommandLine.arguments.count > 2 {
+    let names = try NameServerClient.connect(to: CommandLine.arguments[2])
+    let greeter = try names.lookup("demo.greeter", waitingUpTo: .seconds(10))
+    let reply = try greeter.sendRequest(Message(id: 1, text: "who are you?"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+    print("   child \(getpid()) looked up demo.greeter and got: \(reply.text)")
+    names.close()
     exit(0)
 }
 
@@ -99,6 +112,7 @@ print("   worker thread checked in")
 print("   reply: \(try threadPort.sendRequest(Message(id: 3, text: "job A")).text)")
 
 let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
+fflush(nil)
 let child = try ChildWorker.spawn(executable: me, arguments: ["--child"], bossPort: bossPort)
 let childPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
 print("   child process \(child.pid) checked in")
@@ -107,7 +121,38 @@ print("   reply: \(reply.text)")
 
 childPort.invalidate()        // the child sees us go and exits
 child.wait()
-print("   child exited")
+print("   child exited\n")
+
+// MARK: 4. Names
+print("4. Names: an embedded name server, a port registered by name, a child that looks it up.")
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("portkit-demo-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
+                                        attributes: [.posixPermissions: 0o700])
+let address = directory.appendingPathComponent("names.sock").path
+let nameServer = try NameServer.embedded(at: address)   // one call; other processes find it at `address`
+print("   name server listening at \(address)")
+let names = try NameServerClient.connect(to: address)
+let greeter = try threadWorker.sync { () throws -> ReceivePort in
+    let port = ReceivePort()
+    try port.schedule(on: .current) { Message(id: $0.id, text: "demo.greeter, served by the worker thread") }
+    return port
+}
+try names.register("demo.greeter", port: greeter)
+print("   the worker thread's port is registered as demo.greeter")
+fflush(nil)  // our buffered lines first, then the child's
+let lookup = Process()
+lookup.executableURL = URL(fileURLWithPath: me)
+lookup.arguments = ["--lookup", address]
+try lookup.run()
+lookup.waitUntilExit()
+if lookup.terminationStatus != 0 { print("   the lookup child failed with status \(lookup.terminationStatus)") }
+try names.unregister("demo.greeter")
+names.close()
+greeter.invalidate()
+nameServer.stop()
+try? FileManager.default.removeItem(at: directory)
+print("   name released, name server stopped")
+
 threadWorker.stop()
 bossPort.invalidate()
 bossThread.stop()

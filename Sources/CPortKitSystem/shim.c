@@ -116,3 +116,7 @@ ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length) {
 int portkit_set_timer_slack(unsigned long nanoseconds) {
     return prctl(PR_SET_TIMERSLACK, nanoseconds, 0, 0, 0);
 }
+
+// MARK: - NamedPortServer (the name server's listening socket)
+
+int portkit_accept4(int fd, int flags) { return accept4(fd, NULL, NULL, flags); }

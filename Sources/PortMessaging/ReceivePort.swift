@@ -211,7 +211,10 @@ public final class ReceivePort: Sendable {
     /// protocol; frames on it are delivered to this port's handler, and requests are
     /// answered on it.
     package func adoptConnection(_ socket: FileDescriptor) throws(PortError) {
-        do { try socket.setNonBlocking() } catch { throw PortError("fcntl", error) }
+        do { try socket.setNonBlocking() } catch {
+            try? socket.close()  // adopting always takes ownership, even when it fails
+            throw PortError("fcntl", error)
+        }
         try adopt(Connection(.socket(socket), limits: limits))
     }
 

@@ -9,6 +9,13 @@ let scenarios: [String: Scenario] = [
     "loop-descriptor-cycle": loopDescriptorCycle,
     "port-worker": portWorker,
     "port-child-cycles": portChildCycles,
+    "names-server": namesServer,
+    "names-owner": namesOwner,
+    "names-request": namesRequest,
+    "names-churn": namesChurn,
+    "names-stress": namesStress,
+    "names-try": namesTry,
+    "names-client-cycles": namesClientCycles,
 ]
 
 /// Prints a line and flushes, so a parent reading a pipe sees it at once.

@@ -5,6 +5,7 @@ enum BenchmarkRegistry {
         [
             LoopBenchmarks.self,
             PortBenchmarks.self,
+            NameBenchmarks.self,
         ]
     }
 

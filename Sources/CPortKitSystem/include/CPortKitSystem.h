@@ -50,4 +50,10 @@ ssize_t portkit_write_nosigpipe(int fd, const void *bytes, size_t length);
 /// Sets the calling thread's timer slack (PR_SET_TIMERSLACK), in nanoseconds.
 int portkit_set_timer_slack(unsigned long nanoseconds);
 
+// MARK: - NamedPortServer (the name server's listening socket)
+
+/// accept4(2) (a GNU call the Glibc module leaves out): accepts with SOCK_CLOEXEC and
+/// SOCK_NONBLOCK set atomically, so no child spawned meanwhile inherits the connection.
+int portkit_accept4(int fd, int flags);
+
 #endif

@@ -1,0 +1,437 @@
+import CPortKitSystem
+import Glibc
+import NamedPortServer
+import PermanentThread
+import PortMessaging
+
+/// The name server against a bare Unix-socket round trip: what a lookup, a registration,
+/// a first connection and an owner's death cost. The server is embedded in this process
+/// (its own thread), as `NameServer.start` gives it; clients read on their I/O thread.
+enum NameBenchmarks: BenchmarkFamily {
+    static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
+        [
+            lookup(count: scale.count(500, quick: 20)),
+            ownerQuery(count: scale.count(500, quick: 20)),
+            register(count: scale.count(500, quick: 20)),
+            connectLookup(count: scale.count(200, quick: 10)),
+            death(count: scale.count(30, quick: 3)),
+        ]
+    }
+
+    // MARK: names.lookup
+
+    /// `names.lookup`: the median lookup on a kept connection (request → a send port
+    /// connected to the owner, brokered socket pair and all), against `raw`: one bare
+    /// request/response over a connected Unix socket to a thread that answers it.
+    static func lookup(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.lookup", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                let client = try NameServerClient.connect(to: fixture.address)
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            let start = ContinuousClock.now
+                            let port = try client.lookup(fixture.name)
+                            let elapsed = start.duration(to: .now)
+                            port.invalidate()
+                            return elapsed
+                        }
+                    },
+                    stop: {
+                        client.close()
+                        fixture.stop()
+                    })
+            },
+            BenchmarkImpl("raw") {
+                let echo = try RawEcho.pair()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
+                    stop: echo.stop)
+            },
+        ])
+    }
+
+    /// `names.owner`: who holds a name, on a kept connection: one plain request/response
+    /// through the server (no connection brokered), the part of a lookup `raw` compares with.
+    static func ownerQuery(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.owner", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                let client = try NameServerClient.connect(to: fixture.address)
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            let start = ContinuousClock.now
+                            _ = try client.owner(of: fixture.name)
+                            return start.duration(to: .now)
+                        }
+                    },
+                    stop: {
+                        client.close()
+                        fixture.stop()
+                    })
+            },
+        ])
+    }
+
+    // MARK: names.register
+
+    /// `names.register`: register a name and release it, on a kept connection.
+    static func register(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.register", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                let client = try NameServerClient.connect(to: fixture.address)
+                let port = ReceivePort()
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            let start = ContinuousClock.now
+                            try client.register("bench.register", port: port)
+                            try client.unregister("bench.register")
+                            return start.duration(to: .now)
+                        }
+                    },
+                    stop: {
+                        client.close()
+                        port.invalidate()
+                        fixture.stop()
+                    })
+            },
+        ])
+    }
+
+    // MARK: names.connect-lookup
+
+    /// `names.connect-lookup`: a new connection to the server (with its hello) and one
+    /// lookup, against `raw`: connect to a listening Unix socket and one request/response.
+    static func connectLookup(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.connect-lookup", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) {
+                            let start = ContinuousClock.now
+                            let client = try NameServerClient.connect(to: fixture.address)
+                            let port = try client.lookup(fixture.name)
+                            let elapsed = start.duration(to: .now)
+                            port.invalidate()
+                            client.close()
+                            return elapsed
+                        }
+                    },
+                    stop: fixture.stop)
+            },
+            BenchmarkImpl("raw") {
+                let listener = try RawEcho.listening()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try listener.connectAndRoundTrip() } },
+                    stop: listener.stop)
+            },
+        ])
+    }
+
+    // MARK: names.death
+
+    /// `names.death`: from SIGKILL of the process holding a name's connection to the
+    /// watcher's `-` event. The owner is a minimal process (`/bin/sleep`) that inherited a
+    /// connection on which the name was registered, so the time is the kernel's teardown
+    /// of a process plus the server noticing and telling the watcher. `raw` is the kernel's
+    /// part alone: SIGKILL of a `/bin/sleep` holding one end of a socket pair until the
+    /// other end, in this process, polls as hung up.
+    static func death(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.death", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                let watcher = try NameServerClient.connect(to: fixture.address)
+                let watch = try watcher.watch(prefix: "bench.death")
+                return .init(
+                    measure: {
+                        try medianMicroseconds(count) { try deathOnce(fixture.address, watch) }
+                    },
+                    stop: {
+                        watch.cancel()
+                        watcher.close()
+                        fixture.stop()
+                    })
+            },
+            BenchmarkImpl("raw") {
+                .init(measure: { try medianMicroseconds(count) { try rawDeathOnce() } })
+            },
+        ])
+    }
+
+    private static func rawDeathOnce() throws -> Duration {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        defer { close(fds[0]) }
+        let holder = try spawnHolder(fds[1])
+        close(fds[1])
+        let start = ContinuousClock.now
+        kill(holder, SIGKILL)
+        var poller = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+        let ready = poll(&poller, 1, 10_000)
+        let elapsed = start.duration(to: .now)
+        var status: CInt = 0
+        waitpid(holder, &status, 0)
+        guard ready == 1 else { throw BenchmarkError.timedOut("the holder's end to hang up") }
+        return elapsed
+    }
+
+    private static func deathOnce(_ address: String, _ watch: NameWatch) throws -> Duration {
+        let name = "bench.death"
+        let connection = try RawNameConnection(address: address)
+        try connection.register(name)
+        guard case .appeared? = try watch.next(timeout: .seconds(10)) else {
+            throw BenchmarkError.timedOut("the watcher to see \(name) appear")
+        }
+        let owner = try spawnHolder(connection.socket)
+        connection.close()
+        let start = ContinuousClock.now
+        kill(owner, SIGKILL)
+        let event = try watch.next(timeout: .seconds(10))
+        let elapsed = start.duration(to: .now)
+        var status: CInt = 0
+        waitpid(owner, &status, 0)
+        guard case .vanished? = event else { throw BenchmarkError.timedOut("the watcher to see \(name) vanish") }
+        return elapsed
+    }
+
+    /// Starts `/bin/sleep` holding `socket` as its descriptor 3.
+    private static func spawnHolder(_ socket: CInt) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, socket, 3)
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("600"), nil]
+        defer { for pointer in argv { free(pointer) } }
+        let status = posix_spawn(&pid, "/bin/sleep", &actions, nil, argv, environ)
+        guard status == 0 else { throw BenchmarkError.system(operation: "posix_spawn /bin/sleep", errno: status) }
+        return pid
+    }
+
+    // MARK: Shared
+
+    /// Runs `sample` `count` times and returns the median in µs.
+    private static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
+        var samples: [Double] = []
+        samples.reserveCapacity(count)
+        for _ in 0..<count { samples.append(try sample().microseconds) }
+        return Summary.median(samples)
+    }
+}
+
+/// An embedded name server in a private directory, with one name registered by a port on
+/// a loop thread of its own.
+private final class NameFixture: Sendable {
+    let directory: String
+    let address: String
+    let name = "bench.target"
+    private let server: NameServer
+    private let owner: NameServerClient
+    private let port: ReceivePort
+    private let loop: PortKitLoopThread
+
+    init() throws {
+        var template = Array("/tmp/portkit-bench-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw BenchmarkError.lastSystemError("mkdtemp")
+        }
+        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        address = directory + "/names.sock"
+        server = try NameServer.start(at: address)
+        loop = try PortKitLoopThread(name: "bench-names")
+        port = ReceivePort()
+        try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }
+        owner = try NameServerClient.connect(to: address)
+        try owner.register(name, port: port)
+    }
+
+    func stop() {
+        owner.close()
+        port.invalidate()
+        server.stop()
+        loop.shutDown()
+        rmdir(directory)
+    }
+}
+
+/// The baseline: a thread answering 32-byte requests on Unix stream sockets with blocking
+/// reads and writes, no framing and no loop.
+private final class RawEcho: Sendable {
+    private static let size = 32
+    private let client: CInt
+    private let listenerPath: String?
+    private let serverSocket: CInt
+    private let thread: PosixThread
+
+    private init(client: CInt, serverSocket: CInt, listenerPath: String?, thread: PosixThread) {
+        self.client = client
+        self.serverSocket = serverSocket
+        self.listenerPath = listenerPath
+        self.thread = thread
+    }
+
+    /// A connected pair, the far end answered by a thread.
+    static func pair() throws -> RawEcho {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        let far = fds[1]
+        let thread = try PosixThread.start(name: "bench-raw-echo") { answerUntilClosed(far) }
+        return RawEcho(client: fds[0], serverSocket: far, listenerPath: nil, thread: thread)
+    }
+
+    /// A listening socket whose thread accepts, answers one request and closes, per connection.
+    static func listening() throws -> RawEcho {
+        var template = Array("/tmp/portkit-bench-raw-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw BenchmarkError.lastSystemError("mkdtemp")
+        }
+        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/raw.sock"
+        let listener = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard listener >= 0, withAddress(path, { Glibc.bind(listener, $0, $1) }) == 0, listen(listener, 128) == 0 else {
+            throw BenchmarkError.lastSystemError("bind/listen \(path)")
+        }
+        let thread = try PosixThread.start(name: "bench-raw-accept") {
+            while true {
+                let connection = accept(listener, nil, nil)
+                if connection < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                answerUntilClosed(connection)
+            }
+        }
+        return RawEcho(client: -1, serverSocket: listener, listenerPath: path, thread: thread)
+    }
+
+    private static func answerUntilClosed(_ socket: CInt) {
+        var buffer = [UInt8](repeating: 0, count: size)
+        while readFully(socket, &buffer) && writeFully(socket, buffer) {}
+        close(socket)
+    }
+
+    /// One request/response on the kept connection.
+    func roundTrip() throws -> Duration {
+        var buffer = [UInt8](repeating: 7, count: Self.size)
+        let start = ContinuousClock.now
+        guard Self.writeFully(client, buffer), Self.readFully(client, &buffer) else {
+            throw BenchmarkError.lastSystemError("raw round trip")
+        }
+        return start.duration(to: .now)
+    }
+
+    /// Connect, one request/response, close.
+    func connectAndRoundTrip() throws -> Duration {
+        guard let listenerPath else { throw BenchmarkError.system(operation: "connect", errno: EINVAL) }
+        var buffer = [UInt8](repeating: 7, count: Self.size)
+        let start = ContinuousClock.now
+        let connection = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        defer { close(connection) }
+        guard Self.withAddress(listenerPath, { Glibc.connect(connection, $0, $1) }) == 0,
+              Self.writeFully(connection, buffer), Self.readFully(connection, &buffer) else {
+            throw BenchmarkError.lastSystemError("raw connect and round trip")
+        }
+        return start.duration(to: .now)
+    }
+
+    func stop() {
+        if let listenerPath {
+            // Wakes the accepting thread out of accept.
+            shutdown(serverSocket, CInt(SHUT_RDWR))
+            thread.join()
+            close(serverSocket)
+            unlink(listenerPath)
+            rmdir(String(listenerPath.dropLast("/raw.sock".count)))
+        } else {
+            shutdown(client, CInt(SHUT_RDWR))
+            thread.join()
+            close(client)
+        }
+    }
+
+    private static func readFully(_ socket: CInt, _ buffer: inout [UInt8]) -> Bool {
+        var offset = 0
+        while offset < buffer.count {
+            let count = buffer.withUnsafeMutableBytes { read(socket, $0.baseAddress! + offset, $0.count - offset) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+
+    private static func writeFully(_ socket: CInt, _ buffer: [UInt8]) -> Bool {
+        var offset = 0
+        while offset < buffer.count {
+            let count = buffer.withUnsafeBytes { send(socket, $0.baseAddress! + offset, $0.count - offset, CInt(MSG_NOSIGNAL)) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return false }
+            offset += count
+        }
+        return true
+    }
+
+    private static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> CInt) -> CInt {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes.prefix(raw.count - 1))
+        }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+    }
+}
+
+/// A name-protocol connection spoken by hand (for `names.death`, whose owner process is
+/// not a PortKit program): connect, register, hand the socket over.
+private struct RawNameConnection {
+    let socket: CInt
+
+    init(address: String) throws {
+        socket = Glibc.socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        var name = sockaddr_un()
+        name.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(address.utf8)
+        withUnsafeMutableBytes(of: &name.sun_path) { $0.copyBytes(from: bytes.prefix($0.count - 1)) }
+        let status = withUnsafePointer(to: &name) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard socket >= 0, status == 0 else { throw BenchmarkError.lastSystemError("connect \(address)") }
+    }
+
+    /// Registers `name` on this connection and waits for the server's ok.
+    func register(_ name: String) throws {
+        let request = WireMessage(
+            kind: .request, id: NameOperation.register.rawValue, sequence: 1, components: [.bytes(Array(name.utf8))])
+        let frame = try WireCodec.encode(request)
+        guard frame.withUnsafeBytes({ send(socket, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }) == frame.count else {
+            throw BenchmarkError.lastSystemError("send register")
+        }
+        var splitter = WireFrameSplitter()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let reply = try splitter.nextFrame() {
+                let message = try WireCodec.decode(reply, descriptorCount: 0)
+                guard message.kind == .reply, message.id == NameStatus.ok.rawValue else {
+                    throw BenchmarkError.system(operation: "register \(name): status \(message.id)", errno: 0)
+                }
+                return
+            }
+            let count = buffer.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
+            guard count > 0 else { throw BenchmarkError.lastSystemError("read register reply") }
+            splitter.append(Array(buffer[..<count]))
+        }
+    }
+
+    func close() { Glibc.close(socket) }
+}

@@ -1,0 +1,41 @@
+// named-port-server: registers a port under a name and answers requests sent to it.
+//
+//   named-port-server [NAME] [--address PATH]      (NAME defaults to "example.greeter")
+//
+// It uses the user's name server (the default address, or PATH). If none is running it
+// starts one inside this process, which then serves other processes too, for as long as
+// this one runs. Try it with the client beside it, or with `portname send NAME TEXT`.
+import Glibc
+import NamedPortServer
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var address: String?
+if let index = arguments.firstIndex(of: "--address"), index + 1 < arguments.count {
+    address = arguments[index + 1]
+    arguments.removeSubrange(index...index + 1)
+}
+let name = arguments.first ?? "example.greeter"
+
+do {
+    let names = try NameServerClient.connect(to: address, startingServerIfNeeded: true)
+    let loop = ThreadLoop.current
+
+    // The port's handler runs on this thread's loop; what it returns is the reply.
+    let port = ReceivePort()
+    try port.schedule(on: loop) { request in
+        Message(id: request.id, text: "hello, \(request.text)! (from process \(getpid()))")
+    }
+
+    // The name is ours until this process ends (SIGKILL included) or we unregister it.
+    try names.register(name, port: port)
+    let host = names.serverPID == getpid() ? "a name server inside this process" : "the name server, pid \(names.serverPID)"
+    print("serving \(name) through \(host) at \(names.address)")
+    fflush(nil)
+
+    // Nothing signals this source: it keeps the loop running whatever the port does.
+    try loop.add(LoopSource(perform: {}), forMode: .default)
+    try withExtendedLifetime(names) { try loop.run() }
+} catch {
+    print("named-port-server: \(error)")
+    exit(1)
+}

@@ -1,0 +1,56 @@
+/// What makes a port name acceptable, in one place for the registry, the server and
+/// the client.
+///
+/// A name is 1 to 255 bytes of UTF-8 with no control character and no `/`. Names are
+/// compared byte for byte; `"db"` and `"DB"` are two names. A watch prefix follows the
+/// same rules, except that it may be empty (every name).
+public enum NameRules {
+    /// The longest name, in UTF-8 bytes.
+    public static let maxNameBytes = 255
+
+    /// Checks a name.
+    /// - Throws: `NameServerError.invalidName` with the reason.
+    public static func validate(_ name: String) throws(NameServerError) {
+        if let reason = problem(with: name, allowEmpty: false) { throw .invalidName(name: name, reason: reason) }
+    }
+
+    /// Checks a watch prefix: a name, or the empty string.
+    /// - Throws: `NameServerError.invalidName` with the reason.
+    public static func validatePrefix(_ prefix: String) throws(NameServerError) {
+        if let reason = problem(with: prefix, allowEmpty: true) { throw .invalidName(name: prefix, reason: reason) }
+    }
+
+    /// What is wrong with `name`, or `nil`.
+    static func problem(with name: String, allowEmpty: Bool) -> NameServerError.InvalidNameReason? {
+        let utf8 = name.utf8
+        if utf8.isEmpty { return allowEmpty ? nil : .empty }
+        if utf8.count > maxNameBytes { return .tooLong(bytes: utf8.count) }
+        for byte in utf8 {
+            if byte < 0x20 || byte == 0x7F { return .controlCharacter }
+            if byte == UInt8(ascii: "/") { return .slash }
+        }
+        return nil
+    }
+
+    /// Checks a name that arrived as bytes: valid UTF-8, then the rules above.
+    static func decode(_ bytes: [UInt8], allowEmpty: Bool = false) -> Result<String, NameServerError> {
+        guard let name = String(validating: bytes, as: UTF8.self) else {
+            return .failure(.invalidName(name: String(decoding: bytes, as: UTF8.self), reason: .notUTF8))
+        }
+        if let reason = problem(with: name, allowEmpty: allowEmpty) { return .failure(.invalidName(name: name, reason: reason)) }
+        return .success(name)
+    }
+
+    /// The name with control characters shown as `\u{…}`, for messages.
+    static func printable(_ name: String) -> String {
+        var result = ""
+        for scalar in name.unicodeScalars {
+            if scalar.value < 0x20 || scalar.value == 0x7F {
+                result += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result.count > 300 ? String(result.prefix(300)) + "…" : result
+    }
+}

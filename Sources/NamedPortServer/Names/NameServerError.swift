@@ -1,0 +1,89 @@
+import PermanentThread
+
+/// Why a name operation failed: every refusal of the registry, the name server or its
+/// client is one of these, so a caller can match the case it cares about.
+public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The name is registered already; `ownerPID` is the process that holds it.
+    case nameTaken(name: String, ownerPID: Int32)
+    /// No port is registered under the name.
+    case notFound(name: String)
+    /// The operation did not finish in time (`lookup` waiting for a name, a reply from the
+    /// server, a connection); `operation` says which.
+    case timedOut(operation: String)
+    /// The server refused the caller: another user (SO_PEERCRED) than its policy allows,
+    /// or the socket or its directory is not accessible to the caller.
+    case permissionDenied(reason: String)
+    /// The name is not acceptable; `reason` says why.
+    case invalidName(name: String, reason: InvalidNameReason)
+    /// No name server answers at `address`; `reason` is what the attempt ran into.
+    /// The description says how to start one.
+    case serverUnavailable(address: String, reason: String)
+    /// The name is held by another connection, which alone may release it.
+    case notOwner(name: String, ownerPID: Int32)
+    /// A per-connection limit (names, watches, waiting lookups, connections) is reached.
+    case limitExceeded(what: String, limit: Int)
+    /// A live name server already listens at `address`; it is never displaced.
+    case addressInUse(address: String)
+    /// The connection to the server ended (the server stopped, or the client was closed).
+    case connectionLost(address: String)
+    /// The peer broke the name protocol (a malformed or unexpected frame).
+    case protocolError(String)
+    /// A system call failed.
+    case system(operation: String, errno: Int32)
+
+    /// Why a name is refused.
+    public enum InvalidNameReason: Hashable, Sendable, CustomStringConvertible {
+        /// The name is the empty string.
+        case empty
+        /// The name's UTF-8 form is longer than `NameRules.maxNameBytes`.
+        case tooLong(bytes: Int)
+        /// The name holds a control character (U+0000–U+001F or U+007F).
+        case controlCharacter
+        /// The name holds a `/`.
+        case slash
+        /// The bytes that arrived for the name are not UTF-8 (only from the wire).
+        case notUTF8
+
+        /// A few words saying what is wrong.
+        public var description: String {
+            switch self {
+            case .empty: return "empty"
+            case .tooLong(let bytes): return "\(bytes) bytes, the limit is \(NameRules.maxNameBytes)"
+            case .controlCharacter: return "contains a control character"
+            case .slash: return "contains '/'"
+            case .notUTF8: return "not UTF-8"
+            }
+        }
+    }
+
+    /// One line, naming the values involved.
+    public var description: String {
+        switch self {
+        case .nameTaken(let name, let pid):
+            return "name '\(name)' is taken by process \(pid)"
+        case .notFound(let name):
+            return "no port is registered as '\(name)'"
+        case .timedOut(let operation):
+            return "timed out: \(operation)"
+        case .permissionDenied(let reason):
+            return "permission denied: \(reason)"
+        case .invalidName(let name, let reason):
+            return "invalid name '\(NameRules.printable(name))': \(reason)"
+        case .serverUnavailable(let address, let reason):
+            return "no name server at \(address) (\(reason)); start one with `portnamed --address \(address)`, "
+                + "or in-process with `NameServer.start(at:)`"
+        case .notOwner(let name, let pid):
+            return "name '\(name)' belongs to process \(pid); only its owner can release it"
+        case .limitExceeded(let what, let limit):
+            return "limit reached: at most \(limit) \(what)"
+        case .addressInUse(let address):
+            return "a name server is already running at \(address)"
+        case .connectionLost(let address):
+            return "the connection to the name server at \(address) ended"
+        case .protocolError(let detail):
+            return "name protocol error: \(detail)"
+        case .system(let operation, let errno):
+            return "\(operation) failed: \(Errno(rawValue: errno))"
+        }
+    }
+}

@@ -1,0 +1,176 @@
+import Glibc
+import PermanentThread
+
+/// A name server for processes: a registry of port names on a thread of its own, reached
+/// through a Unix-domain socket.
+///
+/// Start one inside any process with one call, or run the `portnamed` executable; clients
+/// (`NameServerClient`, the `portname` command) find it at the same address either way.
+///
+/// ```swift
+/// let server = try NameServer.start()           // the default address
+/// // … later, or never: dropping the last reference stops it too
+/// server.stop()
+/// ```
+///
+/// A name belongs to the connection that registered it and is released the moment that
+/// connection closes, which the kernel does when the owner's process dies, SIGKILL
+/// included. A lookup does not hand out an address: the server makes a fresh socket pair,
+/// gives one end to the owner (whose client adopts it into the registered `ReceivePort`)
+/// and the other to the looking-up client as a connected `SendPort`.
+///
+/// By default only the server's own user may use it (SO_PEERCRED), the socket file is
+/// `0600` and the default directory `0700`; `NameServerPolicy` changes that and the
+/// per-connection limits.
+public final class NameServer: Sendable {
+    /// The socket path the server listens at (or a description of an adopted socket).
+    public let address: String
+    /// The policy it enforces.
+    public let policy: NameServerPolicy
+    private let thread: PermanentThread
+    private let core: NameServerCore
+    private let stopped = Locked(false)
+
+    private init(listener: ServerListener, policy: NameServerPolicy) throws(NameServerError) {
+        let thread = PermanentThread(name: "portkit.names")
+        let loop: ThreadLoop
+        do {
+            try thread.run()
+            loop = thread.loop!  // set once `run()` returns
+        } catch {
+            listener.close()
+            throw .system(operation: "start the name server's thread: \(error)", errno: EAGAIN)
+        }
+        let core = NameServerCore(loop: loop, listener: listener, policy: policy)
+        do {
+            try core.start()
+        } catch {
+            listener.close()
+            thread.stop()
+            throw error
+        }
+        self.address = listener.address
+        self.policy = policy
+        self.thread = thread
+        self.core = core
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Starts a name server listening at `address` (the default address if `nil`).
+    ///
+    /// Makes the socket's directory (mode `0700`) if needed. A socket file left by a
+    /// crashed server is replaced; a live server at the address is never displaced.
+    /// Returns once the server accepts connections.
+    /// - Throws: `addressInUse` when a live server listens there, `permissionDenied` when
+    ///   the default directory is not private to this user, `system` for other failures.
+    public static func start(
+        at address: String? = nil, policy: NameServerPolicy = NameServerPolicy()
+    ) throws(NameServerError) -> NameServer {
+        let listener = try ServerListener.bind(at: NameServerAddress.resolve(address), policy: policy)
+        return try NameServer(listener: listener, policy: policy)
+    }
+
+    /// Starts a name server on a listening socket made by someone else, such as systemd
+    /// socket activation. The server owns the descriptor from then on; it does not remove
+    /// the socket file when it stops (its maker does).
+    /// - Throws: `system(EINVAL)` if `descriptor` is not a listening Unix stream socket.
+    public static func start(
+        adoptingListeningSocket descriptor: CInt, policy: NameServerPolicy = NameServerPolicy()
+    ) throws(NameServerError) -> NameServer {
+        let listener = try ServerListener.adopt(descriptor)
+        return try NameServer(listener: listener, policy: policy)
+    }
+
+    /// The process's own name server at `address` (the default address if `nil`): started
+    /// on the first call, then the same one for the life of the process.
+    ///
+    /// This is the zero-set-up server: a program calls it (or
+    /// `NameServerClient.connect(startingServerIfNeeded: true)`) and other processes of
+    /// the user find it at the address, exactly as they would find `portnamed`.
+    /// - Throws: as `start(at:policy:)`; `addressInUse` when another process serves it.
+    public static func embedded(at address: String? = nil) throws(NameServerError) -> NameServer {
+        let address = NameServerAddress.resolve(address)
+        return try embeddedServers.withLock { (servers) throws(NameServerError) -> NameServer in
+            if let server = servers[address], !server.isStopped { return server }
+            let server = try start(at: address)
+            servers[address] = server
+            return server
+        }
+    }
+
+    /// The listening socket systemd passed this process (socket activation), if it did:
+    /// descriptor 3 when `LISTEN_PID` is this process and `LISTEN_FDS` is at least 1.
+    /// Clears `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` so children do not see them.
+    public static func socketFromActivation() -> CInt? {
+        defer {
+            unsetenv("LISTEN_PID")
+            unsetenv("LISTEN_FDS")
+            unsetenv("LISTEN_FDNAMES")
+        }
+        guard let pidText = getenv("LISTEN_PID"), let countText = getenv("LISTEN_FDS"),
+              let pid = Int32(String(cString: pidText)), pid == getpid(),
+              let count = Int(String(cString: countText)), count >= 1 else {
+            return nil
+        }
+        return 3  // SD_LISTEN_FDS_START
+    }
+
+    /// Stops the server: closes every client connection (their names are gone with them)
+    /// and the listening socket, removes the socket and lock files, and ends its thread.
+    /// Returns once all that is done. Safe to call more than once, from any thread.
+    public func stop() {
+        let first = stopped.withLock { value -> Bool in
+            defer { value = true }
+            return !value
+        }
+        guard first else { return }
+        let core = self.core
+        do {
+            try thread.execute(label: "stop the name server") { core.shutdown() }
+        } catch {
+            // The thread is gone already: nothing runs on it any more.
+        }
+        // Runs the block above, then ends the thread and waits for it.
+        thread.stop()
+    }
+
+    /// How many connections, names, waiting lookups and watches the server holds now.
+    /// - Throws: `connectionLost` once the server has stopped.
+    public func counts() throws(NameServerError) -> NameServerCounts {
+        let core = self.core
+        let result = ConditionLock<NameServerCounts?>(nil)
+        do {
+            try thread.execute {
+                result.withLock { $0 = core.counts }
+                result.broadcast()
+            }
+        } catch {
+            throw .connectionLost(address: address)
+        }
+        guard let counts = result.wait(until: .now + .seconds(30), { $0 }) else {
+            throw .timedOut(operation: "asking the name server thread for its counts")
+        }
+        return counts
+    }
+
+    /// Whether `stop()` has been called.
+    public var isStopped: Bool { stopped.withLock { $0 } }
+}
+
+/// The servers `NameServer.embedded(at:)` started, kept for the life of the process.
+private let embeddedServers = Locked<[String: NameServer]>([:])
+
+/// What a name server holds at one moment (`NameServer.counts()`).
+public struct NameServerCounts: Hashable, Sendable {
+    /// Client connections.
+    public var connections: Int
+    /// Registered names.
+    public var names: Int
+    /// Lookups waiting for their name.
+    public var waitingLookups: Int
+    /// Open watches.
+    public var watches: Int
+}

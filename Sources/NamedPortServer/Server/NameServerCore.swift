@@ -1,0 +1,472 @@
+import Glibc
+import PortMessaging
+
+/// The name server's state and protocol, run on the server's thread only.
+///
+/// Single-threaded by design: every change (a register, a death, a watch starting)
+/// happens in one loop callback, so a watch's snapshot and its subscription are taken
+/// together with nothing in between, and a dead client's names are gone, and its
+/// watchers told, before the loop sleeps again.
+final class NameServerCore: @unchecked Sendable {
+    // Safety of @unchecked Sendable: every mutable property is read and written only on
+    // `loop`'s thread. The entry points are the loop's source and timer handlers and blocks
+    // performed on it (`start` adds a source, `shutdown` is performed); nothing else touches
+    // the state. The lets are immutable.
+
+    let loop: ThreadLoop
+    let policy: NameServerPolicy
+    let listener: ServerListener
+    private let serverPID = getpid()
+    private let serverUID = UInt32(getuid())
+
+    private var listenSource: DescriptorSource?
+    private var acceptPauseTimer: LoopTimer?
+    private var connections: [UInt64: ServerConnection] = [:]
+    private var nextConnectionID: UInt64 = 1
+    private var names: [String: Registration] = [:]
+    private var watchers: [WatchKey: WatchFilter] = [:]
+    private var waitersByName: [String: [UInt64]] = [:]
+    private var waiters: [UInt64: WaitingLookup] = [:]
+    private var nextWaiterID: UInt64 = 1
+    /// Connections that queued output during the current callback.
+    private var unflushed: [ServerConnection] = []
+    /// Connections to close at the end of the current callback.
+    private var doomed: [ServerConnection] = []
+    private var isShutDown = false
+
+    init(loop: ThreadLoop, listener: ServerListener, policy: NameServerPolicy) {
+        self.loop = loop
+        self.listener = listener
+        self.policy = policy
+    }
+
+    // MARK: Life
+
+    /// Starts accepting; callable from any thread (adding a source is).
+    func start() throws(NameServerError) {
+        try watchListener()
+    }
+
+    private func watchListener() throws(NameServerError) {
+        let source = DescriptorSource(descriptor: listener.socket.rawValue, events: .readable) { [unowned self] _, _ in
+            self.acceptAll()
+        }
+        do {
+            try loop.add(source, forMode: .default)
+        } catch {
+            throw .system(operation: "watch the listening socket: \(error)", errno: EINVAL)
+        }
+        listenSource = source
+    }
+
+    /// Closes every connection and the listening socket. On the loop's thread.
+    func shutdown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        listenSource?.invalidate()
+        listenSource = nil
+        acceptPauseTimer?.invalidate()
+        listener.close()
+        for waiter in waiters.values { waiter.timer?.invalidate() }
+        waiters = [:]
+        waitersByName = [:]
+        watchers = [:]
+        names = [:]
+        for connection in connections.values {
+            connection.source?.invalidate()
+            connection.output.discard()
+            connection.reader.discard()
+            try? connection.socket.close()
+        }
+        connections = [:]
+        unflushed = []
+        doomed = []
+    }
+
+    /// Counts of what the server holds, for tests and diagnostics. On the loop's thread.
+    var counts: NameServerCounts {
+        NameServerCounts(
+            connections: connections.count, names: names.count, waitingLookups: waiters.count, watches: watchers.count)
+    }
+
+    // MARK: Accepting
+
+    private func acceptAll() {
+        for _ in 0..<64 {
+            let accepted: FileDescriptor?
+            do {
+                accepted = try UnixSocket.accept(listener.socket)
+            } catch {
+                // Out of descriptors (EMFILE/ENFILE) leaves the listener readable: pause
+                // accepting briefly rather than spin.
+                pauseAccepting()
+                break
+            }
+            guard let socket = accepted else { break }
+            guard connections.count < policy.maxConnections,
+                  let credentials = try? socket.peerCredentials() else {
+                try? socket.close()
+                continue
+            }
+            let connection = ServerConnection(
+                id: nextConnectionID, socket: socket, pid: credentials.pid, uid: UInt32(credentials.uid))
+            nextConnectionID += 1
+            connections[connection.id] = connection
+            watch(connection, writable: false)
+        }
+        settle()
+    }
+
+    private func pauseAccepting() {
+        listenSource?.invalidate()
+        listenSource = nil
+        let timer = LoopTimer(after: .milliseconds(50)) { [unowned self] _ in
+            self.acceptPauseTimer = nil
+            guard !self.isShutDown else { return }
+            try? self.watchListener()
+        }
+        acceptPauseTimer = timer
+        try? loop.add(timer, forMode: .default)
+    }
+
+    /// (Re)makes the connection's source: readable, and writable while output waits.
+    private func watch(_ connection: ServerConnection, writable: Bool) {
+        if connection.source != nil && connection.watchesWritable == writable { return }
+        connection.source?.invalidate()
+        let id = connection.id
+        let source = DescriptorSource(
+            descriptor: connection.socket.rawValue, events: writable ? [.readable, .writable] : .readable
+        ) { [unowned self] _, events in
+            self.service(id, events)
+        }
+        connection.source = source
+        connection.watchesWritable = writable
+        do {
+            try loop.add(source, forMode: .default)
+        } catch {
+            doom(connection, "cannot watch its socket: \(error)")
+        }
+    }
+
+    // MARK: Serving a connection
+
+    private func service(_ id: UInt64, _ events: DescriptorEvents) {
+        guard let connection = connections[id], !connection.isDoomed else { return }
+        if events.contains(.writable) { flush(connection) }
+        if !events.subtracting(.writable).isEmpty {
+            let (frames, end) = connection.reader.read(from: connection.socket)
+            for frame in frames {
+                if connection.isDoomed {
+                    closeDescriptors(frame.descriptors)
+                } else {
+                    handle(frame, from: connection)
+                }
+            }
+            if let end { doom(connection, "\(end)") }
+        }
+        settle()
+    }
+
+    private func handle(_ frame: IncomingFrame, from connection: ServerConnection) {
+        let message = frame.message
+        guard frame.descriptors.isEmpty else {
+            closeDescriptors(frame.descriptors)
+            doom(connection, "sent descriptors, which no request takes")
+            return
+        }
+        guard message.kind == .request else {
+            doom(connection, "sent a frame of kind \(message.kind), only requests are taken")
+            return
+        }
+        guard let operation = NameOperation(rawValue: message.id) else {
+            reply(to: connection, message.sequence, .failure(.protocolError("unknown operation \(message.id)")))
+            return
+        }
+        var fields = NameFieldReader(message.components)
+        do throws(NameServerError) {
+            switch try perform(operation, &fields, connection, sequence: message.sequence) {
+            case .reply(let answer, let then):
+                reply(to: connection, message.sequence, .success(answer))
+                then?()
+            case .later:
+                break
+            }
+        } catch {
+            reply(to: connection, message.sequence, .failure(error))
+        }
+    }
+
+    /// What a request comes to.
+    private enum RequestOutcome {
+        /// Reply with these fields (and descriptors), then do `then` (tell watchers, answer
+        /// waiting lookups) so that the requester hears of its success first.
+        case reply(Answer, then: (() -> Void)? = nil)
+        /// The reply comes later (a lookup waiting for its name).
+        case later
+
+        static func reply(_ components: [WireComponent], then: (() -> Void)? = nil) -> RequestOutcome {
+            .reply(Answer(components: components, descriptors: []), then: then)
+        }
+    }
+
+    /// The fields of an ok reply and the descriptors they refer to (the requester's end of
+    /// a brokered connection), which the reply takes over.
+    private struct Answer {
+        var components: [WireComponent]
+        var descriptors: [CInt]
+        /// Sent once the reply is queued: the owner's end of a brokered connection.
+        var then: (() -> Void)? = nil
+    }
+
+    /// Carries out one request.
+    private func perform(
+        _ operation: NameOperation, _ fields: inout NameFieldReader, _ connection: ServerConnection, sequence: UInt64
+    ) throws(NameServerError) -> RequestOutcome {
+        if operation != .hello {
+            guard policy.admits(connection.uid) else {
+                throw .permissionDenied(reason: "uid \(connection.uid) may not use the name server of uid \(serverUID)")
+            }
+        }
+        switch operation {
+        case .hello:
+            let version = try fields.integer()
+            guard version == nameProtocolVersion else {
+                throw .protocolError("protocol version \(version) asked, this server speaks \(nameProtocolVersion)")
+            }
+            return .reply([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)])
+
+        case .register:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            if let holder = names[name] { throw .nameTaken(name: name, ownerPID: holder.owner.pid) }
+            guard connection.names.count < policy.maxNamesPerConnection else {
+                throw .limitExceeded(what: "names per connection", limit: policy.maxNamesPerConnection)
+            }
+            let owner = NameOwner(name: name, pid: connection.pid, uid: connection.uid)
+            names[name] = Registration(owner: owner, connectionID: connection.id)
+            connection.names.insert(name)
+            return .reply([]) { [unowned self] in
+                self.notifyWatchers(.appeared, owner)
+                self.answerWaiters(for: name)
+            }
+
+        case .unregister:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            guard let holder = names[name] else { throw .notFound(name: name) }
+            guard holder.connectionID == connection.id else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
+            names[name] = nil
+            connection.names.remove(name)
+            return .reply([]) { [unowned self] in self.notifyWatchers(.vanished, holder.owner) }
+
+        case .lookup, .owner:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            let wait = min(try fields.integer(), maxLookupWaitMilliseconds)
+            let wantsPort = operation == .lookup
+            if let holder = names[name] {
+                return .reply(try answer(lookupOf: holder, wantsPort: wantsPort))
+            }
+            guard wait > 0 else { throw .notFound(name: name) }
+            guard connection.waitingLookups.count < policy.maxWaitingLookupsPerConnection else {
+                throw .limitExceeded(what: "waiting lookups per connection", limit: policy.maxWaitingLookupsPerConnection)
+            }
+            addWaiter(name: name, connection, sequence: sequence, wantsPort: wantsPort, milliseconds: wait)
+            return .later
+
+        case .list:
+            return .reply(names.values.map(\.owner).sorted { $0.name < $1.name }.flatMap(NameField.owner))
+
+        case .watch:
+            let watchID = try fields.integer()
+            let text = try fields.bytes()
+            let exact = try fields.integer() != 0
+            let filter = WatchFilter(text: try NameRules.decode(text, allowEmpty: !exact).get(), exact: exact)
+            guard connection.watches[watchID] == nil else { throw .protocolError("watch id \(watchID) is in use") }
+            guard connection.watches.count < policy.maxWatchesPerConnection else {
+                throw .limitExceeded(what: "watches per connection", limit: policy.maxWatchesPerConnection)
+            }
+            // The snapshot and the subscription in the same callback: no change can fall
+            // between them.
+            connection.watches[watchID] = filter
+            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = filter
+            let current = names.values.map(\.owner).filter { filter.matches($0.name) }
+            return .reply(current.sorted { $0.name < $1.name }.flatMap(NameField.owner))
+
+        case .unwatch:
+            let watchID = try fields.integer()
+            connection.watches[watchID] = nil
+            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
+            return .reply([])
+        }
+    }
+
+    // MARK: Lookups
+
+    /// The reply of a lookup of a held name; for `lookup`, brokers a fresh connection: one
+    /// end goes to the owner now, the other travels in the reply.
+    private func answer(lookupOf holder: Registration, wantsPort: Bool) throws(NameServerError) -> Answer {
+        let identity = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
+        guard wantsPort else { return Answer(components: identity, descriptors: []) }
+        guard let owner = connections[holder.connectionID] else { throw .notFound(name: holder.owner.name) }
+        let ends: (FileDescriptor, FileDescriptor)
+        do {
+            ends = try FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: true)
+        } catch {
+            throw .system(operation: "socketpair", errno: error.rawValue)
+        }
+        let offer = WireMessage(
+            kind: .message, id: NameNotice.connectionOffer.rawValue,
+            components: [NameField.string(holder.owner.name), .port(index: 0)])
+        // The reply is queued (and flushed) before the offer: the looker's answer is on the
+        // critical path, the owner's adoption is not (what the looker sends waits in the
+        // socket until the owner reads it).
+        return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue]) { [unowned self] in
+            self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+        }
+    }
+
+    private func addWaiter(name: String, _ connection: ServerConnection, sequence: UInt64, wantsPort: Bool, milliseconds: UInt64) {
+        let waiter = WaitingLookup(
+            id: nextWaiterID, name: name, connectionID: connection.id, sequence: sequence, wantsPort: wantsPort)
+        nextWaiterID += 1
+        waiters[waiter.id] = waiter
+        waitersByName[name, default: []].append(waiter.id)
+        connection.waitingLookups.insert(waiter.id)
+        let id = waiter.id
+        let timer = LoopTimer(after: .milliseconds(Int64(milliseconds))) { [unowned self] _ in
+            self.waiterTimedOut(id)
+        }
+        waiter.timer = timer
+        try? loop.add(timer, forMode: .default)
+    }
+
+    private func removeWaiter(_ id: UInt64) -> WaitingLookup? {
+        guard let waiter = waiters.removeValue(forKey: id) else { return nil }
+        waiter.timer?.invalidate()
+        waitersByName[waiter.name]?.removeAll { $0 == id }
+        if waitersByName[waiter.name]?.isEmpty == true { waitersByName[waiter.name] = nil }
+        connections[waiter.connectionID]?.waitingLookups.remove(id)
+        return waiter
+    }
+
+    private func waiterTimedOut(_ id: UInt64) {
+        guard let waiter = removeWaiter(id), let connection = connections[waiter.connectionID], !connection.isDoomed else {
+            return
+        }
+        reply(to: connection, waiter.sequence, .failure(.timedOut(operation: "waiting for '\(waiter.name)'")))
+        settle()
+    }
+
+    private func answerWaiters(for name: String) {
+        guard let ids = waitersByName[name] else { return }
+        for id in ids {
+            guard let holder = names[name] else { return }
+            guard let waiter = removeWaiter(id), let connection = connections[waiter.connectionID], !connection.isDoomed else {
+                continue
+            }
+            do throws(NameServerError) {
+                reply(to: connection, waiter.sequence, .success(try answer(lookupOf: holder, wantsPort: waiter.wantsPort)))
+            } catch {
+                reply(to: connection, waiter.sequence, .failure(error))
+            }
+        }
+    }
+
+    // MARK: Watches
+
+    private func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
+        for (key, filter) in watchers where filter.matches(owner.name) {
+            guard let connection = connections[key.connectionID], !connection.isDoomed else { continue }
+            let event = WireMessage(
+                kind: .message, id: notice.rawValue, components: [NameField.integer(key.watchID)] + NameField.owner(owner))
+            send(event, descriptors: [], to: connection)
+        }
+    }
+
+    // MARK: Output
+
+    private func reply(to connection: ServerConnection, _ sequence: UInt64, _ outcome: Result<Answer, NameServerError>) {
+        switch outcome {
+        case .success(let answer):
+            let message = WireMessage(kind: .reply, id: NameStatus.ok.rawValue, sequence: sequence, components: answer.components)
+            send(message, descriptors: answer.descriptors, to: connection)
+            answer.then?()
+        case .failure(let error):
+            let (status, components) = NameReply.encode(error)
+            send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
+        }
+    }
+
+    private func send(_ message: WireMessage, descriptors: [CInt], to connection: ServerConnection) {
+        guard !connection.isDoomed else {
+            closeDescriptors(descriptors)
+            return
+        }
+        let frame: OutgoingFrame
+        do {
+            frame = try message.frame(with: descriptors)
+        } catch {
+            closeDescriptors(descriptors)
+            doom(connection, "\(error)")
+            return
+        }
+        connection.output.append(frame)
+        guard connection.output.queuedBytes <= policy.maxQueuedBytesPerConnection else {
+            doom(connection, "does not read: \(connection.output.queuedBytes) bytes queued")
+            return
+        }
+        if !connection.hasUnflushedOutput {
+            connection.hasUnflushedOutput = true
+            unflushed.append(connection)
+        }
+    }
+
+    private func flush(_ connection: ServerConnection) {
+        connection.hasUnflushedOutput = false
+        guard !connection.isDoomed else { return }
+        switch connection.output.flush(to: connection.socket) {
+        case .drained: watch(connection, writable: false)
+        case .blocked: watch(connection, writable: true)
+        case .failed(let error): doom(connection, "write failed: \(error)")
+        }
+    }
+
+    // MARK: Ending connections
+
+    private func doom(_ connection: ServerConnection, _ reason: String) {
+        guard !connection.isDoomed else { return }
+        connection.isDoomed = true
+        connection.doomReason = reason
+        doomed.append(connection)
+    }
+
+    /// The end of every callback: write what was queued, close what must go (which may
+    /// queue watch events for others), until nothing is left.
+    private func settle() {
+        while !unflushed.isEmpty || !doomed.isEmpty {
+            let toFlush = unflushed
+            unflushed = []
+            for connection in toFlush { flush(connection) }
+            let toClose = doomed
+            doomed = []
+            for connection in toClose { close(connection) }
+        }
+    }
+
+    private func close(_ connection: ServerConnection) {
+        guard connections.removeValue(forKey: connection.id) != nil else { return }
+        connection.source?.invalidate()
+        connection.source = nil
+        connection.output.discard()
+        connection.reader.discard()
+        try? connection.socket.close()
+        for id in connection.waitingLookups { _ = removeWaiter(id) }
+        for watchID in connection.watches.keys {
+            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
+        }
+        connection.watches = [:]
+        for name in connection.names.sorted() {
+            guard let holder = names.removeValue(forKey: name) else { continue }
+            notifyWatchers(.vanished, holder.owner)
+        }
+        connection.names = []
+    }
+}

@@ -1,0 +1,47 @@
+import Glibc
+
+/// Who may use a name server, and how much each connection may hold.
+///
+/// The defaults fit one user's programs: only the server's own user may register, look
+/// up, list or watch; the socket file is `0600` in a `0700` directory.
+public struct NameServerPolicy: Hashable, Sendable {
+    /// The users (SO_PEERCRED uid) allowed to use the server; `nil` lets every user in.
+    /// By default, only the user the server runs as. Others get `permissionDenied`.
+    public var allowedUsers: Set<UInt32>?
+    /// The most names one connection may hold.
+    public var maxNamesPerConnection: Int
+    /// The most watches one connection may have open.
+    public var maxWatchesPerConnection: Int
+    /// The most lookups one connection may have waiting for a name.
+    public var maxWaitingLookupsPerConnection: Int
+    /// The most client connections at once; the server closes further ones at once.
+    public var maxConnections: Int
+    /// The most bytes the server keeps queued for a client that does not read (watch
+    /// events, replies); past it the client is disconnected rather than buffered for ever.
+    public var maxQueuedBytesPerConnection: Int
+    /// The permission bits of the socket file the server binds; `0o600` by default. Other
+    /// users need the directory's search bit as well to reach it.
+    public var socketPermissions: UInt32
+
+    /// Makes a policy; every argument has the default described on its property.
+    public init(
+        allowedUsers: Set<UInt32>? = [UInt32(getuid())],
+        maxNamesPerConnection: Int = 256,
+        maxWatchesPerConnection: Int = 64,
+        maxWaitingLookupsPerConnection: Int = 64,
+        maxConnections: Int = 4096,
+        maxQueuedBytesPerConnection: Int = 4 * 1024 * 1024,
+        socketPermissions: UInt32 = 0o600
+    ) {
+        self.allowedUsers = allowedUsers
+        self.maxNamesPerConnection = maxNamesPerConnection
+        self.maxWatchesPerConnection = maxWatchesPerConnection
+        self.maxWaitingLookupsPerConnection = maxWaitingLookupsPerConnection
+        self.maxConnections = maxConnections
+        self.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
+        self.socketPermissions = socketPermissions
+    }
+
+    /// Whether `uid` may use the server.
+    func admits(_ uid: UInt32) -> Bool { allowedUsers?.contains(uid) ?? true }
+}

@@ -1,0 +1,83 @@
+import PermanentThread
+
+/// One client of the name server, as the server's thread sees it. Touched only on that
+/// thread (it belongs to `NameServerCore`).
+final class ServerConnection {
+    /// The server's number for the connection.
+    let id: UInt64
+    /// The connected socket (non-blocking); closed when the connection is.
+    let socket: FileDescriptor
+    /// SO_PEERCRED of the client, read when it connected.
+    let pid: Int32
+    let uid: UInt32
+
+    /// The loop source watching the socket; readable, plus writable while output waits.
+    var source: DescriptorSource?
+    var watchesWritable = false
+    var reader = FrameReader()
+    var output = FrameQueue()
+    /// Whether output was queued since the last flush.
+    var hasUnflushedOutput = false
+
+    /// The names this connection holds.
+    var names: Set<String> = []
+    /// The connection's watches, by the id the client chose.
+    var watches: [UInt64: WatchFilter] = [:]
+    /// The server's ids of this connection's waiting lookups.
+    var waitingLookups: Set<UInt64> = []
+
+    /// Set when the connection must go: it is closed, and its names released, at the end
+    /// of the current loop callback.
+    var isDoomed = false
+    /// Why, for the log of a server that wants one.
+    var doomReason: String?
+
+    init(id: UInt64, socket: FileDescriptor, pid: Int32, uid: UInt32) {
+        self.id = id
+        self.socket = socket
+        self.pid = pid
+        self.uid = uid
+    }
+}
+
+/// A lookup waiting for its name to be registered.
+final class WaitingLookup {
+    let id: UInt64
+    let name: String
+    let connectionID: UInt64
+    let sequence: UInt64
+    /// `lookup` wants a connection brokered; `owner` only the owner's identity.
+    let wantsPort: Bool
+    var timer: LoopTimer?
+
+    init(id: UInt64, name: String, connectionID: UInt64, sequence: UInt64, wantsPort: Bool) {
+        self.id = id
+        self.name = name
+        self.connectionID = connectionID
+        self.sequence = sequence
+        self.wantsPort = wantsPort
+    }
+}
+
+/// Who holds a name.
+struct Registration {
+    var owner: NameOwner
+    var connectionID: UInt64
+}
+
+/// A watch, keyed for the server's table.
+struct WatchKey: Hashable {
+    var connectionID: UInt64
+    var watchID: UInt64
+}
+
+/// What a watch matches: names starting with a prefix, or one name exactly.
+struct WatchFilter {
+    var text: String
+    var exact: Bool
+
+    /// Byte-wise, as names are compared.
+    func matches(_ name: String) -> Bool {
+        exact ? name.utf8.elementsEqual(text.utf8) : name.utf8.starts(with: text.utf8)
+    }
+}

@@ -1,0 +1,319 @@
+import Foundation
+import Glibc
+@testable import NamedPortServer
+import PermanentThread
+import PortMessaging
+import Testing
+
+/// The server and its clients in this process: the protocol's answers, ownership,
+/// waiting, watching, limits and the policy. (Real processes: CrossProcessNameTests.)
+@Suite("NameServer in-process")
+struct NameServerTests {
+    @Test func registerLookUpAndRequest() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let loop = PortLoop()
+        let owner = try NameServerClient.connect(to: directory.address)
+        let user = try NameServerClient.connect(to: directory.address)
+        #expect(owner.serverPID == getpid())
+
+        let receiver = try loop.port { Array("db: \($0.text)".utf8) }
+        try owner.register("db", port: receiver)
+        let port = try user.lookup("db")
+        #expect(try ask(port, "select 1") == "db: select 1")
+        #expect(try ask(port, "select 2") == "db: select 2")
+        // Every lookup is a connection of its own.
+        let second = try user.lookup("db")
+        #expect(try ask(second, "again") == "db: again")
+        #expect(try user.owner(of: "db") == NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid())))
+        port.invalidate()
+        second.invalidate()
+        receiver.invalidate()
+    }
+
+    @Test func ownershipIsTheConnections() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let first = try NameServerClient.connect(to: directory.address)
+        let second = try NameServerClient.connect(to: directory.address)
+        try first.register("svc", port: ReceivePort())
+
+        #expect(throws: NameServerError.nameTaken(name: "svc", ownerPID: getpid())) {
+            try second.register("svc", port: ReceivePort())
+        }
+        #expect(throws: NameServerError.notOwner(name: "svc", ownerPID: getpid())) { try second.unregister("svc") }
+        #expect(throws: NameServerError.notFound(name: "nothing")) { try second.unregister("nothing") }
+        #expect(throws: NameServerError.nameTaken(name: "svc", ownerPID: getpid())) {
+            try first.register("svc", port: ReceivePort())
+        }
+        #expect(try second.list().map(\.name) == ["svc"])
+
+        // Closing the owner's connection releases the name at once.
+        first.close()
+        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try first.list() }
+        #expect(try waitFor { try second.list().isEmpty })
+        try second.register("svc", port: ReceivePort())
+        try second.unregister("svc")
+        #expect(try second.list().isEmpty)
+    }
+
+    @Test func namesAreCheckedOnBothSides() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let client = try NameServerClient.connect(to: directory.address)
+        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try client.register("", port: ReceivePort()) }
+        #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) { try client.lookup("a/b") }
+
+        // A client that skips the checks gets them from the server.
+        let connection = try ClientConnection.open(address: directory.address, timeout: .seconds(10))
+        defer { connection.close() }
+        for (bytes, reason) in [
+            ([UInt8](), NameServerError.InvalidNameReason.empty),
+            (Array("x/y".utf8), .slash),
+            ([0x41, 0x0A], .controlCharacter),
+            ([UInt8](repeating: 0x61, count: 256), .tooLong(bytes: 256)),
+            ([0xC3, 0x28], .notUTF8),
+        ] {
+            #expect(throws: NameServerError.invalidName(name: String(decoding: bytes, as: UTF8.self), reason: reason)) {
+                _ = try connection.request(.register, [.bytes(bytes)], deadline: .now + .seconds(10), describing: "register")
+            }
+        }
+        // An unknown operation is refused, and the connection stays usable.
+        #expect(throws: NameServerError.self) {
+            _ = try connection.request(rawOperation: 77, [], deadline: .now + .seconds(10), describing: "?")
+        }
+        _ = try connection.request(.list, [], deadline: .now + .seconds(10), describing: "list")
+    }
+
+    @Test func aLookupWaitsForItsNameAndTimesOut() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let loop = PortLoop()
+        let owner = try NameServerClient.connect(to: directory.address)
+        let user = try NameServerClient.connect(to: directory.address)
+
+        let started = ContinuousClock.now
+        #expect(throws: NameServerError.timedOut(operation: "waiting for 'late'")) {
+            try user.lookup("late", waitingUpTo: .milliseconds(200))
+        }
+        #expect(ContinuousClock.now - started >= .milliseconds(200))
+
+        let found = Locked<Result<SendPort, NameServerError>?>(nil)
+        let waiter = Thread {
+            let outcome = Result { () throws(NameServerError) in try user.lookup("late", waitingUpTo: .seconds(60)) }
+            found.withLock { $0 = outcome }
+        }
+        waiter.start()
+        #expect(try waitFor { try server.counts().waitingLookups == 1 })
+        #expect(found.withLock { $0 } == nil)
+        let receiver = try loop.port { Array("late: \($0.text)".utf8) }
+        try owner.register("late", port: receiver)
+        #expect(waitFor { found.withLock { $0 } != nil })
+        let port = try #require(try found.withLock { $0 }?.get())
+        #expect(try ask(port, "hi") == "late: hi")
+        port.invalidate()
+        receiver.invalidate()
+    }
+
+    @Test func aWatchSeesCurrentOwnersThenEveryChangeInOrder() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let owner = try NameServerClient.connect(to: directory.address)
+        let watcher = try NameServerClient.connect(to: directory.address)
+        let me = (getpid(), UInt32(getuid()))
+        try owner.register("w.b", port: ReceivePort())
+        try owner.register("w.a", port: ReceivePort())
+        try owner.register("other", port: ReceivePort())
+
+        let watch = try watcher.watch(prefix: "w.")
+        #expect(watch.initialOwners.map(\.name) == ["w.a", "w.b"])
+        try owner.register("w.c", port: ReceivePort())
+        try owner.register("x", port: ReceivePort())
+        try owner.unregister("w.a")
+        owner.close()
+
+        var events: [NameEvent] = []
+        while events.count < 3, let event = try watch.next(timeout: .seconds(20)) { events.append(event) }
+        #expect(events == [
+            .appeared(NameOwner(name: "w.c", pid: me.0, uid: me.1)),
+            .vanished(NameOwner(name: "w.a", pid: me.0, uid: me.1)),
+            // The owner's other names go when its connection does, in name order.
+            .vanished(NameOwner(name: "w.b", pid: me.0, uid: me.1)),
+        ])
+        #expect(try watch.next(timeout: .milliseconds(1)) == .vanished(NameOwner(name: "w.c", pid: me.0, uid: me.1)))
+        #expect(try watch.next(timeout: .milliseconds(50)) == nil)
+
+        watch.cancel()
+        #expect(try watch.next(timeout: .seconds(1)) == nil)
+        let all = try watcher.watch()
+        #expect(all.initialOwners.isEmpty)
+    }
+
+    @Test func aWatchOnANameSeesOnlyThatName() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let owner = try NameServerClient.connect(to: directory.address)
+        let watcher = try NameServerClient.connect(to: directory.address)
+        try owner.register("db2", port: ReceivePort())
+        let watch = try watcher.watch(name: "db")
+        #expect(watch.isExact && watch.initialOwners.isEmpty)
+        try owner.register("db.replica", port: ReceivePort())
+        try owner.register("db", port: ReceivePort())
+        try owner.unregister("db")
+        let me = NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid()))
+        #expect(try watch.next(timeout: .seconds(20)) == .appeared(me))
+        #expect(try watch.next(timeout: .seconds(20)) == .vanished(me))
+        #expect(try watch.next(timeout: .milliseconds(50)) == nil)
+        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
+    }
+
+    @Test func perConnectionLimitsAreEnforced() throws {
+        let directory = TestDirectory()
+        let policy = NameServerPolicy(maxNamesPerConnection: 2, maxWatchesPerConnection: 1, maxWaitingLookupsPerConnection: 1)
+        let server = try NameServer.start(at: directory.address, policy: policy)
+        defer { server.stop() }
+        let client = try NameServerClient.connect(to: directory.address)
+        try client.register("a", port: ReceivePort())
+        try client.register("b", port: ReceivePort())
+        #expect(throws: NameServerError.limitExceeded(what: "names per connection", limit: 2)) {
+            try client.register("c", port: ReceivePort())
+        }
+        let watch = try client.watch(prefix: "a")
+        #expect(throws: NameServerError.limitExceeded(what: "watches per connection", limit: 1)) {
+            _ = try client.watch(prefix: "b")
+        }
+        watch.cancel()
+        // The unwatch is one-way; the next watch may race it, so retry briefly.
+        #expect(waitFor { (try? client.watch(prefix: "b")) != nil })
+        let other = try NameServerClient.connect(to: directory.address)
+        try other.register("c", port: ReceivePort())
+    }
+
+    @Test func usersOutsideThePolicyAreRefused() throws {
+        let directory = TestDirectory()
+        // Nobody is allowed: this process's own uid is refused like a stranger's.
+        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(allowedUsers: []))
+        defer { server.stop() }
+        let client = try NameServerClient.connect(to: directory.address)
+        func expectDenied(_ what: String, _ attempt: () throws -> Void) {
+            do {
+                try attempt()
+                Issue.record("\(what) was allowed")
+            } catch let error as NameServerError {
+                guard case .permissionDenied = error else {
+                    Issue.record("\(what): \(error)")
+                    return
+                }
+            } catch {
+                Issue.record("\(what): \(error)")
+            }
+        }
+        expectDenied("register") { try client.register("x", port: ReceivePort()) }
+        expectDenied("lookup") { _ = try client.lookup("x") }
+        expectDenied("owner") { _ = try client.owner(of: "x", waitingUpTo: .seconds(5)) }
+        expectDenied("list") { _ = try client.list() }
+        expectDenied("watch") { _ = try client.watch() }
+    }
+
+    @Test func startingOverALiveServerFailsAndOverAStaleSocketSucceeds() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        #expect(throws: NameServerError.addressInUse(address: directory.address)) {
+            try NameServer.start(at: directory.address)
+        }
+        server.stop()
+        #expect(!FileManager.default.fileExists(atPath: directory.address))
+
+        // A socket file nobody listens on (a crashed server's), without its lock file.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try UnixSocket.bind(FileDescriptor(rawValue: stale), to: directory.address)
+        close(stale)
+        #expect(FileManager.default.fileExists(atPath: directory.address))
+        let replacement = try NameServer.start(at: directory.address)
+        let client = try NameServerClient.connect(to: directory.address)
+        #expect(try client.list().isEmpty)
+        replacement.stop()
+        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try client.list() }
+
+        // A file that is not a socket is not ours to remove.
+        _ = FileManager.default.createFile(atPath: directory.address, contents: Data("keep".utf8))
+        #expect(throws: NameServerError.self) { try NameServer.start(at: directory.address) }
+        #expect(FileManager.default.contents(atPath: directory.address) == Data("keep".utf8))
+    }
+
+    @Test func theServerMakesAPrivateDirectoryAndSocket() throws {
+        let directory = TestDirectory()
+        let address = directory.path + "/made/names.sock"
+        let server = try NameServer.start(at: address)
+        defer { server.stop() }
+        let made = try FileSystem.status(directory.path + "/made")
+        #expect(made.isDirectory && made.permissions == 0o700)
+        let socketFile = try FileSystem.status(address)
+        #expect(socketFile.isSocket && socketFile.permissions == 0o600)
+    }
+
+    @Test func connectingWhereNoServerIsSaysSo() throws {
+        let directory = TestDirectory()
+        #expect(throws: NameServerError.serverUnavailable(address: directory.address, reason: "no socket file")) {
+            try NameServerClient.connect(to: directory.address)
+        }
+        // On demand: the first client starts an embedded server, and the next finds it.
+        let client = try NameServerClient.connect(to: directory.address, startingServerIfNeeded: true)
+        #expect(client.serverPID == getpid())
+        let embedded = try NameServer.embedded(at: directory.address)
+        #expect(embedded.address == directory.address)
+        let other = try NameServerClient.connect(to: directory.address, startingServerIfNeeded: true)
+        try client.register("here", port: ReceivePort())
+        #expect(try other.list().map(\.name) == ["here"])
+        embedded.stop()
+    }
+
+    @Test func manyClientsInOneProcessShareTheWork() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let loop = PortLoop()
+        let count = 32
+        let failures = Locked<[String]>([])
+        let phases = ConditionLock([0, 0])
+        @Sendable func arrive(_ phase: Int) {
+            phases.withLock { $0[phase] += 1 }
+            phases.broadcast()
+            _ = phases.wait(until: .now + .seconds(120)) { $0[phase] >= count ? true : nil }
+        }
+        let finished = ConditionLock(0)
+        for index in 0..<count {
+            Thread {
+                defer {
+                    finished.withLock { $0 += 1 }
+                    finished.broadcast()
+                }
+                do {
+                    let client = try NameServerClient.connect(to: directory.address)
+                    let receiver = try loop.port { _ in Array("\(index)".utf8) }
+                    try client.register("p.\(index)", port: receiver)
+                    arrive(0)
+                    let port = try client.lookup("p.\((index + 1) % count)")
+                    let answer = try ask(port, "?")
+                    if answer != "\((index + 1) % count)" { failures.withLock { $0.append("\(index) got \(answer)") } }
+                    port.invalidate()
+                    arrive(1)
+                    client.close()
+                } catch {
+                    failures.withLock { $0.append("\(index): \(error)") }
+                    arrive(0)
+                    arrive(1)
+                }
+            }.start()
+        }
+        #expect(finished.wait(until: .now + .seconds(120)) { $0 == count ? true : nil } == true)
+        #expect(failures.withLock { $0 } == [])
+        #expect(waitFor { (try? server.counts()) == NameServerCounts(connections: 0, names: 0, waitingLookups: 0, watches: 0) })
+    }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import Glibc
+@testable import NamedPortServer
+import PermanentThread
+import PortMessaging
+import Testing
+
+@Suite("PortRegistry: names for ports between threads")
+struct PortRegistryTests {
+    @Test func registerLookUpAndRemove() throws {
+        let registry = PortRegistry()
+        let loop = PortLoop()
+        let receiver = try loop.port { Array("worker got \($0.text)".utf8) }
+        let port = receiver.makeSendPort()
+        try registry.register(port, as: "worker")
+        let found = try #require(registry.lookup("worker"))
+        #expect(found === port)
+        #expect(try ask(found, "job") == "worker got job")
+        #expect(registry.names == ["worker"])
+        #expect(registry.remove("worker") === port)
+        #expect(registry.lookup("worker") == nil)
+        #expect(registry.names.isEmpty)
+        receiver.invalidate()
+    }
+
+    @Test func aTakenNameIsRefusedWithThisProcess() throws {
+        let registry = PortRegistry()
+        let first = ReceivePort(), second = ReceivePort()
+        try registry.register(first.makeSendPort(), as: "db")
+        #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
+            try registry.register(second.makeSendPort(), as: "db")
+        }
+        #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) {
+            try registry.register(second.makeSendPort(), as: "a/b")
+        }
+    }
+
+    @Test func anInvalidatedPortsEntryGoesAway() throws {
+        let registry = PortRegistry()
+        let receiver = ReceivePort()
+        try registry.register(receiver.makeSendPort(), as: "short-lived")
+        #expect(registry.lookup("short-lived") != nil)
+        receiver.invalidate()
+        #expect(registry.lookup("short-lived") == nil)
+        #expect(registry.names.isEmpty)
+        // The name is free again.
+        let next = ReceivePort()
+        try registry.register(next.makeSendPort(), as: "short-lived")
+        #expect(registry.lookup("short-lived")?.isValid == true)
+        // An invalidated send port frees its name too.
+        let send = next.makeSendPort()
+        #expect(registry.remove("short-lived", ifHolding: send) == false)
+        try registry.register(send, as: "other")
+        send.invalidate()
+        #expect(registry.lookup("other") == nil)
+    }
+
+    @Test func aLookupWaitsForTheNameFromAnotherThread() throws {
+        let registry = PortRegistry()
+        let receiver = ReceivePort()
+        let registered = ConditionLock(false)
+        let thread = Thread {
+            _ = registered.wait(until: .now + .seconds(20)) { $0 ? true : nil }
+            try? registry.register(receiver.makeSendPort(), as: "late")
+        }
+        thread.start()
+        registered.withLock { $0 = true }
+        registered.broadcast()
+        let found = try registry.lookup("late", waitingUpTo: .seconds(20))
+        #expect(found.isValid)
+        #expect(throws: NameServerError.timedOut(operation: "waiting for 'never' in the process registry")) {
+            try registry.lookup("never", waitingUpTo: .milliseconds(20))
+        }
+    }
+
+    @Test func manyThreadsRegisterAndLookUpConcurrently() throws {
+        let registry = PortRegistry()
+        let receivers = (0..<64).map { _ in ReceivePort() }
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            try? registry.register(receivers[index].makeSendPort(), as: "t.\(index)")
+            _ = registry.lookup("t.\((index + 1) % 64)")
+        }
+        #expect(registry.names.count == 64)
+        DispatchQueue.concurrentPerform(iterations: 64) { index in
+            _ = registry.remove("t.\(index)")
+        }
+        #expect(registry.names.isEmpty)
+    }
+}

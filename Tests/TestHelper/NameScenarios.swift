@@ -1,0 +1,304 @@
+import Foundation
+import NamedPortServer
+import PermanentThread
+import PortMessaging
+
+// Name-server scenarios: the processes the NamedPortServerTests start, kill and watch.
+// Each prints what happened as lines on stdout (flushed at once) and, where the test
+// must steer it, reads commands on stdin.
+
+/// `names-server ADDRESS [--open]`: runs a name server in this process. Prints
+/// "listening on ADDRESS". Then, per line on stdin: "fds" → "fds N" (open descriptors of
+/// this process); "counts" → "counts connections=N names=N waiting=N watches=N";
+/// "stop" → stops the server and prints "stopped fds N". Ends at stdin's end.
+/// `--open` makes the socket file 0666 (the policy still admits only this uid).
+@Sendable func namesServer(_ arguments: [String]) -> Int32 {
+    guard let address = arguments.first else { return usage("names-server ADDRESS [--open]") }
+    var policy = NameServerPolicy()
+    if arguments.contains("--open") { policy.socketPermissions = 0o666 }
+    let server: NameServer
+    do {
+        server = try NameServer.start(at: address, policy: policy)
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+    say("listening on \(server.address)")
+    while let line = readLine() {
+        switch line {
+        case "fds": say("fds \(openDescriptorCount())")
+        case "counts":
+            if let counts = try? server.counts() {
+                say("counts connections=\(counts.connections) names=\(counts.names) waiting=\(counts.waitingLookups) watches=\(counts.watches)")
+            } else {
+                say("counts unavailable")
+            }
+        case "stop":
+            server.stop()
+            say("stopped fds \(openDescriptorCount())")
+        default: say("unknown command \(line)")
+        }
+    }
+    server.stop()
+    return 0
+}
+
+/// `names-owner ADDRESS NAME [--embedded] [--slow] [--die]`: registers NAME with a port
+/// that answers each request with "PID TEXT" (this process's pid and the request's text)
+/// and serves until killed. Prints "serving NAME PID". `--embedded`: if no server answers
+/// at ADDRESS, start one in this process first. `--slow`: the handler takes 20 s to
+/// answer. `--die`: the handler ends the process instead of answering.
+@Sendable func namesOwner(_ arguments: [String]) -> Int32 {
+    guard arguments.count >= 2 else { return usage("names-owner ADDRESS NAME [--embedded]") }
+    let (address, name) = (arguments[0], arguments[1])
+    let pid = getpid()
+    let slow = arguments.contains("--slow"), die = arguments.contains("--die")
+    do {
+        let client = try NameServerClient.connect(
+            to: address, startingServerIfNeeded: arguments.contains("--embedded"))
+        let loop = ThreadLoop.current
+        let port = ReceivePort()
+        try port.schedule(on: loop) { request in
+            if die { _exit(9) }
+            if slow { usleep(20_000_000) }
+            return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
+        }
+        try client.register(name, port: port)
+        say("serving \(name) \(pid)")
+        try loop.add(LoopSource(perform: {}), forMode: .default)
+        withExtendedLifetime(client) {
+            while true { _ = try? loop.run() }
+        }
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+    return 0
+}
+
+/// `names-request ADDRESS NAME TEXT WAIT_SECONDS`: looks NAME up (waiting up to
+/// WAIT_SECONDS), sends TEXT as a request and prints "reply BYTES".
+@Sendable func namesRequest(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 4, let wait = Double(arguments[3]) else {
+        return usage("names-request ADDRESS NAME TEXT WAIT_SECONDS")
+    }
+    do {
+        let client = try NameServerClient.connect(to: arguments[0])
+        let port = try client.lookup(arguments[1], waitingUpTo: .milliseconds(Int64(wait * 1000)))
+        let reply = try port.sendRequest(
+            Message(id: 7, components: [.data(Array(arguments[2].utf8))], replyPort: nil),
+            sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
+        say("reply \(String(decoding: reply.bytes, as: UTF8.self))")
+        port.invalidate()
+        client.close()
+        return 0
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+}
+
+/// `names-churn ADDRESS PREFIX COUNT`: on one connection registers PREFIX0, then for each
+/// i in 1..<COUNT registers PREFIXi and releases PREFIX(i-1); finally releases the last.
+/// Prints "churning" before the first change and "done" after the last; then waits for
+/// stdin's end.
+@Sendable func namesChurn(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 3, let count = Int(arguments[2]), count > 0 else {
+        return usage("names-churn ADDRESS PREFIX COUNT")
+    }
+    let prefix = arguments[1]
+    do {
+        let client = try NameServerClient.connect(to: arguments[0])
+        let port = ReceivePort()
+        say("churning")
+        try client.register("\(prefix)0", port: port)
+        for index in 1..<count {
+            try client.register("\(prefix)\(index)", port: port)
+            try client.unregister("\(prefix)\(index - 1)")
+        }
+        try client.unregister("\(prefix)\(count - 1)")
+        say("done")
+        while readLine() != nil {}
+        client.close()
+        return 0
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+}
+
+/// `names-stress ADDRESS COUNT`: COUNT threads, each with a connection of its own, at
+/// the same time: register "stress.I"; once all have, look up "stress.(I+1)", send it a
+/// request and check the answer names it; once all have, release the name. Prints
+/// "registered", "requested", "released" as the phases complete, then "ok COUNT" or
+/// "failed …".
+@Sendable func namesStress(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 2, let count = Int(arguments[1]), count > 1 else {
+        return usage("names-stress ADDRESS COUNT")
+    }
+    let address = arguments[0]
+    let failures = Locked<[String]>([])
+    let phases = ConditionLock<[Int]>([0, 0, 0])
+
+    // Every port answers on one loop thread, with its own name.
+    let portLoop = ConditionLock<ThreadLoop?>(nil)
+    let loopThread = JoinableThread {
+        let loop = ThreadLoop.current
+        try? loop.add(LoopSource(perform: {}), forMode: .default)
+        portLoop.withLock { $0 = loop }
+        portLoop.broadcast()
+        _ = try? loop.run()
+    }
+    let loop = portLoop.wait(until: nil) { $0 }!
+
+    @Sendable func arrive(_ phase: Int) {
+        let last = phases.withLock { phases -> Bool in
+            phases[phase] += 1
+            return phases[phase] == count
+        }
+        phases.broadcast()
+        if last { say(["registered", "requested", "released"][phase]) }
+        _ = phases.wait(until: .now + .seconds(120)) { $0[phase] == count ? true : nil }
+    }
+
+    let threads = (0..<count).map { index in
+        JoinableThread {
+            let name = "stress.\(index)"
+            do {
+                let client = try NameServerClient.connect(to: address, timeout: .seconds(60))
+                let port = ReceivePort()
+                try port.schedule(on: loop) { request in
+                    Message(id: request.id, components: [.data(Array(name.utf8))], replyPort: nil)
+                }
+                try client.register(name, port: port)
+                arrive(0)
+                let target = "stress.\((index + 1) % count)"
+                let send = try client.lookup(target, waitingUpTo: .seconds(60))
+                let reply = try send.sendRequest(
+                    Message(id: UInt32(index), components: [.data(Array(name.utf8))], replyPort: nil),
+                    sendTimeout: .seconds(60), receiveTimeout: .seconds(60))
+                let answer = String(decoding: reply.bytes, as: UTF8.self)
+                if answer != target { failures.withLock { $0.append("\(name) asked \(target), got '\(answer)'") } }
+                send.invalidate()
+                arrive(1)
+                try client.unregister(name)
+                arrive(2)
+                client.close()
+                port.invalidate()
+            } catch {
+                failures.withLock { $0.append("\(name): \(error)") }
+                for phase in 0..<3 where phases.withLock({ $0[phase] }) < count { arrive(phase) }
+            }
+        }
+    }
+    for thread in threads { thread.join() }
+    loop.stop()
+    loopThread.join()
+    let failed = failures.withLock { $0 }
+    if failed.isEmpty {
+        say("ok \(count)")
+        return 0
+    }
+    say("failed \(failed.count): \(failed.prefix(5).joined(separator: "; "))")
+    return 1
+}
+
+/// `names-try ADDRESS NAME`: what a client may do: prints "connect: …", then (if it
+/// connected) "register: …", "lookup: …", "list: …", each "ok" or the error's case name.
+@Sendable func namesTry(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 2 else { return usage("names-try ADDRESS NAME") }
+    func caseName(_ error: NameServerError) -> String {
+        switch error {
+        case .permissionDenied: return "permissionDenied"
+        case .notFound: return "notFound"
+        case .serverUnavailable: return "serverUnavailable"
+        default: return "other(\(error))"
+        }
+    }
+    let client: NameServerClient
+    do {
+        client = try NameServerClient.connect(to: arguments[0])
+    } catch {
+        say("connect: \(caseName(error))")
+        return 0
+    }
+    say("connect: ok")
+    let port = ReceivePort()
+    for (label, body) in [
+        ("register", { () throws(NameServerError) in try client.register(arguments[1], port: port) }),
+        ("lookup", { () throws(NameServerError) in _ = try client.owner(of: arguments[1]) }),
+        ("list", { () throws(NameServerError) in _ = try client.list() }),
+    ] as [(String, () throws(NameServerError) -> Void)] {
+        do {
+            try body()
+            say("\(label): ok")
+        } catch {
+            say("\(label): \(caseName(error))")
+        }
+    }
+    return 0
+}
+
+/// `names-client-cycles ADDRESS COUNT`: COUNT times: connect, register a name, look it
+/// up, send a request through the brokered connection, watch, list, close. Prints
+/// "before=N after=M", this process's open descriptors before and after.
+@Sendable func namesClientCycles(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 2, let count = Int(arguments[1]) else { return usage("names-client-cycles ADDRESS COUNT") }
+    let address = arguments[0]
+    let portLoop = ConditionLock<ThreadLoop?>(nil)
+    let loopThread = JoinableThread {
+        let loop = ThreadLoop.current
+        try? loop.add(LoopSource(perform: {}), forMode: .default)
+        portLoop.withLock { $0 = loop }
+        portLoop.broadcast()
+        _ = try? loop.run()
+    }
+    let loop = portLoop.wait(until: nil) { $0 }!
+    func cycle(_ index: Int) throws {
+        let client = try NameServerClient.connect(to: address)
+        let port = ReceivePort()
+        try port.schedule(on: loop) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
+        try client.register("cycle.\(index)", port: port)
+        let send = try client.lookup("cycle.\(index)")
+        _ = try send.sendRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        let watch = try client.watch(prefix: "cycle.")
+        _ = try client.list()
+        watch.cancel()
+        send.invalidate()
+        client.close()
+        port.invalidate()
+    }
+    do {
+        try cycle(0)  // warm up what the runtime opens once (the client I/O thread's loop)
+        // Closing is asynchronous on the I/O thread: let the count settle.
+        _ = settledDescriptorCount()
+        let before = settledDescriptorCount()
+        for index in 1...count { try cycle(index) }
+        say("before=\(before) after=\(settledDescriptorCount(expecting: before))")
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+    loop.stop()
+    loopThread.join()
+    return 0
+}
+
+/// The open descriptor count once it stops changing (or equals `expecting`), within 10 s.
+private func settledDescriptorCount(expecting: Int? = nil) -> Int {
+    let deadline = ContinuousClock.now + .seconds(10)
+    var last = openDescriptorCount()
+    while ContinuousClock.now < deadline {
+        if let expecting, last == expecting { return last }
+        usleep(20_000)
+        let now = openDescriptorCount()
+        if now == last && expecting == nil { return now }
+        last = now
+    }
+    return last
+}
+
+private func usage(_ text: String) -> Int32 {
+    say("usage: \(text)")
+    return 2
+}
