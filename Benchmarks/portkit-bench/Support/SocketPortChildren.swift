@@ -106,9 +106,13 @@ enum SocketPortChildren {
     ) -> Result<Double, Failure> {
         let before = inbox.received
         let start = DispatchTime.now().uptimeNanoseconds
+        // A send to a dead or stuck peer waits out its own timeout: the batch gets one too.
+        let batchDeadline = Date(timeIntervalSinceNow: answerTimeout + Double(count) / 10_000)
         for number in 0..<count {
-            // A send to a dead peer waits out its whole timeout: stop at the first sign.
             guard alive() else { return .failure(Failure(why: "the peer died after \(number) of \(count) back-to-back messages of \(payload.count) B")) }
+            guard Date() < batchDeadline else {
+                return .failure(Failure(why: "sending \(count) back-to-back messages of \(payload.count) B stalled at message \(number)"))
+            }
             // The message id tells the peer how many messages the batch has.
             guard send(payload, msgid: count, to: remote) else {
                 return .failure(Failure(why: "SocketPort.send returned false (message \(number) of \(count), \(payload.count) B, back to back)"))
