@@ -4,6 +4,7 @@ enum BenchmarkRegistry {
     static var families: [any BenchmarkFamily.Type] {
         [
             LoopBenchmarks.self,
+            ExecuteBenchmarks.self,
             PortBenchmarks.self,
             NameBenchmarks.self,
         ]

@@ -1,0 +1,87 @@
+import Glibc
+
+/// The plain-pthread baseline of the execute benchmarks: one thread and a closure queue
+/// behind a pthread mutex, with a condition variable to sleep on when the queue is empty.
+///
+/// `post` appends under the lock and signals only if the thread waits and nobody has
+/// signalled it yet (one signal per sleep at most); the thread takes the whole queue under
+/// the lock and runs it outside.
+final class ConditionQueueThread: Sendable {
+    private let queue: Queue
+    private let thread: PosixThread
+
+    /// The closures posted and not yet taken.
+    // Safety of @unchecked Sendable: `blocks`, `waiting` and `stopping` are read and written
+    // only with `mutex` held; the mutex and the condition live at fixed heap addresses for
+    // the object's life.
+    private final class Queue: @unchecked Sendable {
+        let mutex: UnsafeMutablePointer<pthread_mutex_t>
+        let condition: UnsafeMutablePointer<pthread_cond_t>
+        var blocks: [@Sendable () -> Void] = []
+        /// The thread sleeps on `condition` and no signal is on its way yet.
+        var waiting = false
+        var stopping = false
+
+        init() {
+            mutex = .allocate(capacity: 1)
+            mutex.initialize(to: pthread_mutex_t())
+            pthread_mutex_init(mutex, nil)
+            condition = .allocate(capacity: 1)
+            condition.initialize(to: pthread_cond_t())
+            pthread_cond_init(condition, nil)
+        }
+
+        deinit {
+            pthread_cond_destroy(condition)
+            pthread_mutex_destroy(mutex)
+            condition.deallocate()
+            mutex.deallocate()
+        }
+    }
+
+    /// Starts the thread.
+    /// - Throws: `BenchmarkError.system` when `pthread_create` fails.
+    init(name: String) throws(BenchmarkError) {
+        let queue = Queue()
+        thread = try PosixThread.start(name: name) { Self.serve(queue) }
+        self.queue = queue
+    }
+
+    /// The thread: wait for closures, run them, until stopped with an empty queue.
+    private static func serve(_ queue: Queue) {
+        var batch: [@Sendable () -> Void] = []
+        while true {
+            pthread_mutex_lock(queue.mutex)
+            while queue.blocks.isEmpty && !queue.stopping {
+                queue.waiting = true
+                pthread_cond_wait(queue.condition, queue.mutex)
+                queue.waiting = false
+            }
+            swap(&batch, &queue.blocks)
+            let stopping = queue.stopping
+            pthread_mutex_unlock(queue.mutex)
+            for block in batch { block() }
+            batch.removeAll(keepingCapacity: true)
+            if stopping { return }
+        }
+    }
+
+    /// Queues `block` and wakes the thread if it sleeps.
+    func post(_ block: @escaping @Sendable () -> Void) {
+        pthread_mutex_lock(queue.mutex)
+        queue.blocks.append(block)
+        let mustSignal = queue.waiting
+        queue.waiting = false
+        pthread_mutex_unlock(queue.mutex)
+        if mustSignal { pthread_cond_signal(queue.condition) }
+    }
+
+    /// Ends the thread after the closures already posted and joins it.
+    func shutDown() {
+        pthread_mutex_lock(queue.mutex)
+        queue.stopping = true
+        pthread_mutex_unlock(queue.mutex)
+        pthread_cond_signal(queue.condition)
+        thread.join()
+    }
+}
