@@ -46,9 +46,15 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     // MARK: execute.roundtrip
 
     /// `execute.roundtrip`: the median time from posting a block that signals back to the
-    /// caller seeing the signal (`SpinReply`, the same for every impl), round trips back to
-    /// back. No thread is pinned: Dispatch's workers cannot be, and a worker made while the
-    /// caller is pinned inherits the caller's CPU, so every impl is left to the scheduler.
+    /// caller seeing the signal (`SpinReply`, the same for every impl), each posted to an
+    /// idle target: the caller first sleeps `idleGap`.
+    ///
+    /// Back to back, a round trip raced the executing thread's return to sleep: when the next
+    /// block came before it slept, no wake-up was needed, and the same impl measured 0.5 µs
+    /// or 10 µs from one run to the next depending on the machine's load.
+    ///
+    /// No thread is pinned: Dispatch's workers cannot be, and a worker made while the caller
+    /// is pinned inherits the caller's CPU, so every impl is left to the scheduler.
     static func roundTrip(_ count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "execute.roundtrip", unit: "µs", impls: targetImpls(RoundTrips(count: count)))
     }
@@ -56,12 +62,15 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     /// One run of `execute.roundtrip`: `count` round trips; the median in µs.
     struct RoundTrips: TargetMeasurement {
         let count: Int
+        /// Every impl's thread is back asleep within microseconds of running a block.
+        var idleGap: Duration = .microseconds(200)
 
         func measure<Target: BlockTarget>(_ target: Target) throws -> Double {
             let reply = SpinReply()
             var samples: [Double] = []
             samples.reserveCapacity(count)
             for number in 1...count {
+                pause(idleGap)
                 let start = ContinuousClock.now
                 try target.post { reply.send(number) }
                 try reply.spin(until: number)
@@ -195,10 +204,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             defer { group.stop() }
             try group.waitUntilAsleep()
             let before = processCPUTime()
-            var request = timespec(
-                tv_sec: Int(idling.components.seconds), tv_nsec: Int(idling.components.attoseconds / 1_000_000_000))
-            var left = timespec()
-            while nanosleep(&request, &left) != 0 && errno == EINTR { request = left }
+            pause(idling)
             return (processCPUTime() - before).microseconds / 1000
         })
     }
@@ -280,6 +286,14 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             if fields.count >= 2, let kiB = Int(fields[1]) { return kiB }
         }
         throw BenchmarkError.system(operation: "VmRSS in /proc/self/status", errno: ENOENT)
+    }
+
+    /// Sleeps for `duration` (the calling thread gives up its CPU).
+    static func pause(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
+        var left = timespec()
+        while nanosleep(&request, &left) != 0 && errno == EINTR { request = left }
     }
 
     /// The CPU time every thread of the process has used.
