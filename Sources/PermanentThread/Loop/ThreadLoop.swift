@@ -34,6 +34,8 @@ public final class ThreadLoop: @unchecked Sendable {
 
     struct Inbox {
         var work: [Work] = []
+        /// Whether `work` holds a `.command`, which the drain must carry out at once.
+        var hasCommands = false
         var sleeping = false
         var wakePending = false
         var wakeRequested = false
@@ -43,12 +45,25 @@ public final class ThreadLoop: @unchecked Sendable {
     // MARK: Loop thread only
 
     private var modes: [LoopMode: ModeItems] = [:]
-    private var commonModes: Set<LoopMode> = [.default]
+    private var commonModes: Set<LoopMode> = [.default] {
+        didSet { commonModesVersion &+= 1 }
+    }
+    /// Bumped when `commonModes` changes, so a batch of blocks need not hash its mode per block.
+    private var commonModesVersion = 0
+    /// The last answer of `isCommon(_:)`, valid while `commonModesVersion` is unchanged.
+    private var commonModeAnswer: (mode: LoopMode, version: Int, isCommon: Bool)?
     /// Items added to `common`, to be put in modes made common later.
     private let commonItems = ModeItems()
     private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
     /// Blocks drained from the inbox that wait for a pass in one of their modes.
     private var held: [Work] = []
+    /// An empty buffer, handed to the inbox at the next drain so that senders append into
+    /// storage already allocated instead of growing a new array after every drain. During a
+    /// burst the buffers keep their size (no regrowth, no copying under the inbox lock).
+    private var spare: [Work] = []
+    /// The most elements an idle loop's buffers keep room for: a burst must not pin its
+    /// memory once it is over. Larger buffers are dropped when the loop goes to sleep.
+    private static let idleCapacityLimit = 4096
     /// The modes of the runs in progress, innermost last.
     private var runStack: [LoopMode] = []
     private var descriptorSources: [UInt64: DescriptorSource] = [:]
@@ -136,6 +151,7 @@ public final class ThreadLoop: @unchecked Sendable {
         }
         modes.removeAll()
         held.removeAll()
+        spare = []
         descriptorSources.removeAll()
         parkedSources.removeAll()
         commonTimers.removeAll()
@@ -153,15 +169,19 @@ public final class ThreadLoop: @unchecked Sendable {
         case many([LoopMode])
 
         init(_ modes: [LoopMode]) {
-            if modes == [.common] { self = .common }
-            else if modes.count == 1 { self = .one(modes[0]) }
+            // No `modes == [.common]`: that literal is an array allocated per block.
+            if modes.count == 1 { self = modes[0] == .common ? .common : .one(modes[0]) }
             else { self = .many(modes) }
         }
     }
 
     enum Work {
+        /// A block performed by a user in the common modes, without a label: what `execute`
+        /// and `perform` send. Its own case so that copying or destroying one is a single
+        /// retain or release, not the three of `blockIn`.
+        case block(@Sendable () -> Void)
         /// A block performed by a user, in some modes, with an optional label.
-        case block(BlockModes, String?, @Sendable () -> Void)
+        case blockIn(BlockModes, String?, @Sendable () -> Void)
         /// A change to the loop's state, carried out in whatever mode the loop runs.
         case command(@Sendable (ThreadLoop) -> Void)
         /// A job of an executor built on this loop, run in any common mode.
@@ -188,10 +208,16 @@ public final class ThreadLoop: @unchecked Sendable {
 
     /// Adds work to the inbox and wakes the loop if it sleeps (one eventfd write per
     /// sleep at most; none when called on the loop's thread, which is not asleep).
-    private func enqueue(_ work: Work, closing: Bool = false) throws(ThreadLoopError) {
+    ///
+    /// `work` makes the item inside the lock, so that it is moved into the inbox rather than
+    /// copied there (a copy of a `Work` retains each payload, then releases it again).
+    private func enqueue(
+        command: Bool = false, closing: Bool = false, _ work: () -> Work
+    ) throws(ThreadLoopError) {
         let mustWake = try inbox.withLock { (state) throws(ThreadLoopError) -> Bool in
             guard !state.closed else { throw .loopEnded }
-            state.work.append(work)
+            if command { state.hasCommands = true }
+            state.work.append(work())
             if closing { state.closed = true }
             return claimWake(&state)
         }
@@ -229,17 +255,32 @@ public final class ThreadLoop: @unchecked Sendable {
         inModes modes: [LoopMode] = [.common], label: String? = nil,
         _ block: @escaping @Sendable () -> Void
     ) throws(ThreadLoopError) {
-        try enqueue(.block(BlockModes(modes), label, block))
+        let modes = BlockModes(modes)
+        if case .common = modes, label == nil {
+            try enqueue { .block(block) }
+        } else {
+            try enqueue { .blockIn(modes, label, block) }
+        }
+    }
+
+    /// Performs `block` in every common mode: `perform(inModes: [.common], ...)` without
+    /// looking at an array of modes.
+    package func performInCommonModes(label: String?, _ block: @escaping @Sendable () -> Void) throws(ThreadLoopError) {
+        if let label {
+            try enqueue { .blockIn(.common, label, block) }
+        } else {
+            try enqueue { .block(block) }
+        }
     }
 
     /// Performs `block` in every common mode; when `closing`, no work is accepted after it.
     package func performFinal(label: String?, _ block: @escaping @Sendable () -> Void) throws(ThreadLoopError) {
-        try enqueue(.block(.common, label, block), closing: true)
+        try enqueue(closing: true) { .blockIn(.common, label, block) }
     }
 
     /// Enqueues an executor job, run on a pass in any common mode.
     package func enqueue(job: UnownedJob, on target: JobTarget) throws(ThreadLoopError) {
-        try enqueue(.job(job, target))
+        try enqueue { .job(job, target) }
     }
 
     /// Whether no work waits in the inbox (it may still be held or running).
@@ -254,7 +295,7 @@ public final class ThreadLoop: @unchecked Sendable {
             change(self)
         } else {
             // A loop whose thread ended has nothing left to change.
-            try? enqueue(.command(change))
+            try? enqueue(command: true) { .command(change) }
         }
     }
 
@@ -558,7 +599,7 @@ public final class ThreadLoop: @unchecked Sendable {
             if sourceHandled && returnAfterSourceHandled { return .handledSource }
             if let deadline, deadline <= .now { return .timedOut }
             if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
-            if isEmpty(mode) { return .finished }
+            if isEmpty(mode, items) { return .finished }
         }
     }
 
@@ -571,50 +612,96 @@ public final class ThreadLoop: @unchecked Sendable {
         }
     }
 
-    /// Nothing in the mode could make a run in it do anything.
-    private func isEmpty(_ mode: LoopMode) -> Bool {
-        if let items = modes[mode], !items.hasNoSourcesOrTimers { return false }
-        return !held.contains { matches($0, mode) }
+    /// `commonModes.contains(mode)`, without hashing the mode's name on every pass: a run
+    /// asks about the same mode again and again.
+    private func isCommon(_ mode: LoopMode) -> Bool {
+        if let answer = commonModeAnswer, answer.version == commonModesVersion, answer.mode == mode {
+            return answer.isCommon
+        }
+        let isCommon = commonModes.contains(mode)
+        commonModeAnswer = (mode, commonModesVersion, isCommon)
+        return isCommon
     }
 
-    private func matches(_ work: Work, _ mode: LoopMode) -> Bool {
+    /// Nothing in the mode could make a run in it do anything.
+    private func isEmpty(_ mode: LoopMode) -> Bool {
+        isEmpty(mode, modes[mode])
+    }
+
+    /// `isEmpty(mode)` when the run already has the mode's items (no dictionary lookup).
+    private func isEmpty(_ mode: LoopMode, _ items: ModeItems?) -> Bool {
+        if let items, !items.hasNoSourcesOrTimers { return false }
+        let modeIsCommon = isCommon(mode)
+        return !held.contains { matches($0, mode, modeIsCommon: modeIsCommon) }
+    }
+
+    /// Whether `work` may run in `mode`; `modeIsCommon` is `commonModes.contains(mode)`.
+    private func matches(_ work: Work, _ mode: LoopMode, modeIsCommon: Bool) -> Bool {
         switch work {
         case .command: return true
-        case .job: return commonModes.contains(mode)
-        case .block(let modes, _, _):
+        case .job, .block: return modeIsCommon
+        case .blockIn(let modes, _, _):
             switch modes {
-            case .common: return commonModes.contains(mode)
-            case .one(let one): return one == mode || (one == .common && commonModes.contains(mode))
+            case .common: return modeIsCommon
+            case .one(let one): return one == mode || (one == .common && modeIsCommon)
             case .many(let many):
-                return many.contains(mode) || (many.contains(.common) && commonModes.contains(mode))
+                return many.contains(mode) || (many.contains(.common) && modeIsCommon)
             }
         }
     }
 
     /// Moves new work out of the inbox: changes are carried out at once, blocks are held.
     private func drainInbox() {
-        let work = inbox.withLock { state -> [Work] in
+        var incoming: [Work] = []
+        swap(&incoming, &spare)
+        let hasCommands = inbox.withLock { state -> Bool in
             state.wakeRequested = false
-            let work = state.work
-            state.work = []
-            return work
+            swap(&state.work, &incoming)
+            defer { state.hasCommands = false }
+            return state.hasCommands
         }
-        for item in work {
-            if case .command(let change) = item { change(self) } else { held.append(item) }
+        if incoming.isEmpty {
+            recycle(&incoming)
+            return
         }
+        if !hasCommands && held.isEmpty {
+            // The usual case: the whole batch becomes `held`, no element is copied.
+            swap(&incoming, &held)
+        } else {
+            for item in incoming {
+                if case .command(let change) = item { change(self) } else { held.append(item) }
+            }
+            incoming.removeAll(keepingCapacity: true)
+        }
+        recycle(&incoming)
+    }
+
+    /// Keeps an emptied buffer as `spare` for the next drain, if it is the larger one.
+    private func recycle(_ buffer: inout [Work]) {
+        guard buffer.isEmpty, spare.capacity < buffer.capacity else { return }
+        swap(&spare, &buffer)
     }
 
     /// Runs the held blocks that may run in `mode`, in order; keeps the others.
     private func runBlocks(_ mode: LoopMode) {
         drainInbox()
         guard !held.isEmpty else { return }
-        let batch = held
-        held = []
+        var batch: [Work] = []
+        swap(&batch, &held)
+        var version = commonModesVersion
+        var modeIsCommon = isCommon(mode)
         var kept: [Work] = []
-        for work in batch {
-            guard matches(work, mode) else { kept.append(work); continue }
-            switch work {
-            case .block(_, let label, let body):
+        for index in batch.indices {
+            // A block may have made a mode common.
+            if version != commonModesVersion {
+                version = commonModesVersion
+                modeIsCommon = isCommon(mode)
+            }
+            guard matches(batch[index], mode, modeIsCommon: modeIsCommon) else { kept.append(batch[index]); continue }
+            switch batch[index] {
+            case .block(let body):
+                body()
+            case .blockIn(_, let label, let body):
                 if let label {
                     runningLabel.withLock { $0 = label }
                     body()
@@ -629,7 +716,9 @@ public final class ThreadLoop: @unchecked Sendable {
             }
         }
         // Blocks held by a nested run came after `kept`; keep the order.
-        held = kept + held
+        if !kept.isEmpty { held = kept + held }
+        batch.removeAll(keepingCapacity: true)
+        recycle(&batch)
     }
 
     private func performSignalledSources(_ items: ModeItems, stopAfterOne: Bool) -> Bool {
@@ -644,6 +733,8 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     private func timeout(_ items: ModeItems, _ deadline: ContinuousClock.Instant?) -> Duration? {
+        // A mode without timers and a run without a deadline sleep until woken.
+        if deadline == nil && items.timers.isEmpty { return nil }
         var wake = deadline
         if let next = nextTimerDate(items) { wake = min(wake ?? next, next) }
         return wake.map { $0 - .now }
@@ -664,31 +755,47 @@ public final class ThreadLoop: @unchecked Sendable {
     /// Sleeps (or polls) in the poller; returns the ready descriptor events.
     private func waitForWork(timeout: Duration?) -> [PollEvent] {
         var timeout = timeout
+        var sleeping = false
         if timeout != .zero {
-            let mustPoll = inbox.withLock { state -> Bool in
-                if !state.work.isEmpty || state.wakeRequested { return true }
+            sleeping = inbox.withLock { state -> Bool in
+                if !state.work.isEmpty || state.wakeRequested { return false }
                 state.sleeping = true
-                return false
+                if state.work.capacity > Self.idleCapacityLimit { state.work = [] }
+                return true
             }
-            if mustPoll { timeout = .zero }
+            if !sleeping {
+                timeout = .zero
+            } else if spare.capacity > Self.idleCapacityLimit {
+                // Going to sleep: give back what the last burst grew.
+                spare = []
+            }
         }
         if stopRequested.load(ordering: .acquiring) { timeout = .zero }
         var ready: [PollEvent] = []
-        do {
-            _ = try poller.wait(timeout: timeout) { ready.append($0) }
-        } catch {
-            // epoll_pwait2 fails only on a broken loop (EBADF/EINVAL); do not spin.
-            fatalError("ThreadLoop \(name): epoll wait failed: \(error)")
+        // A poll that cannot sleep, with no descriptor armed, could only report the wake-up
+        // eventfd, whose edge carries nothing the inbox flags do not: skip the system call.
+        if !(timeout.map { $0 <= .zero } ?? false) || !descriptorSources.isEmpty {
+            do {
+                _ = try poller.wait(timeout: timeout) { ready.append($0) }
+            } catch {
+                // epoll_pwait2 fails only on a broken loop (EBADF/EINVAL); do not spin.
+                fatalError("ThreadLoop \(name): epoll wait failed: \(error)")
+            }
         }
-        inbox.withLock { state in
-            state.sleeping = false
-            state.wakePending = false
-            state.wakeRequested = false
+        // Only a sleep can have been claimed by a waker; a poll leaves the flags alone
+        // (`wakeRequested` is cleared by the next drain).
+        if sleeping {
+            inbox.withLock { state in
+                state.sleeping = false
+                state.wakePending = false
+                state.wakeRequested = false
+            }
         }
         return ready
     }
 
     private func fireDueTimers(_ mode: LoopMode, _ items: ModeItems) {
+        guard !items.timers.isEmpty else { return }
         let now = ContinuousClock.now
         while let top = items.timers.top, top.latest <= now || top.fireDate <= now {
             items.timers.pop()

@@ -109,11 +109,18 @@ public final class PermanentThread: Sendable {
     public func execute(label: String? = nil, _ block: @escaping @Sendable () -> Void) throws(PermanentThreadError) {
         // Hot path: one atomic load and the loop's inbox lock; no allocation but the closure.
         if let loop = core.publishedLoop.load(ordering: .acquiring) {
-            do {
-                try loop.takeUnretainedValue().perform(inModes: ThreadCore.commonModes, label: label, block)
-            } catch {
-                throw .stopped
+            // Not retained for the call: `core` holds the loop as long as `self` lives, and
+            // a retain and release of a loop that every sender shares are two contended
+            // atomic operations per block.
+            let accepted = loop._withUnsafeGuaranteedRef { loop in
+                do {
+                    try loop.performInCommonModes(label: label, block)
+                    return true
+                } catch {
+                    return false
+                }
             }
+            guard accepted else { throw .stopped }
             return
         }
         try core.executeSlowly(label: label, block)
@@ -138,7 +145,7 @@ public final class PermanentThread: Sendable {
         return try withoutActuallyEscaping(body) { escapable in
             let call = SyncCall(escapable)
             do {
-                try loop.perform(inModes: ThreadCore.commonModes, label: label) { call.run() }
+                try loop.performInCommonModes(label: label) { call.run() }
             } catch {
                 throw PermanentThreadError.stopped
             }
