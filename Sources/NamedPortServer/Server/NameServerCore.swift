@@ -7,11 +7,11 @@ import PortMessaging
 /// happens in one loop callback, so a watch's snapshot and its subscription are taken
 /// together with nothing in between, and a dead client's names are gone, and its
 /// watchers told, before the loop sleeps again.
+// Safety of @unchecked Sendable: every mutable property is read and written only on
+// `loop`'s thread. The entry points are the loop's source and timer handlers and blocks
+// performed on it (`start` adds a source, `shutdown` is performed); nothing else touches
+// the state. The lets are immutable.
 final class NameServerCore: @unchecked Sendable {
-    // Safety of @unchecked Sendable: every mutable property is read and written only on
-    // `loop`'s thread. The entry points are the loop's source and timer handlers and blocks
-    // performed on it (`start` adds a source, `shutdown` is performed); nothing else touches
-    // the state. The lets are immutable.
 
     let loop: ThreadLoop
     let policy: NameServerPolicy

@@ -13,11 +13,12 @@ import Synchronization
 /// Any thread may add and remove timers, observers and sources, perform blocks, stop
 /// or wake a loop: changes made from another thread are carried out on the loop's thread
 /// on its next pass. Running the loop is for its own thread only.
+// Safety of @unchecked Sendable: the state below "Loop thread only" is read and written
+// only on the loop's own thread (every public entry point checks `isCurrent` and sends
+// work through `inbox` otherwise); the state shared with other threads is the `inbox`
+// lock, the `stopRequested` and `wakesInFlight` atomics, the `runningLabel` lock and
+// immutable lets.
 public final class ThreadLoop: @unchecked Sendable {
-    // Safety of @unchecked Sendable: the state below "Loop thread only" is read and written
-    // only on the loop's own thread (every public entry point checks `isCurrent` and sends
-    // work through `inbox` otherwise); the state shared with other threads is the `inbox`
-    // Mutex, the `stopRequested` atomic, the `labels` Mutex and immutable lets.
 
     // MARK: Shared with other threads
 

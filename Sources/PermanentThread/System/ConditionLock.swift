@@ -2,11 +2,11 @@ import Glibc
 
 /// A value guarded by a pthread mutex, with a condition variable to wait for changes of it
 /// with a deadline. Used where a thread must block: a full queue, a reply not yet there.
+// Safety of @unchecked Sendable: `value` is only reached with `mutex` held (in
+// `withLock` and `wait`); the mutex, condition and value live at fixed heap addresses.
+// Inlinable, the value behind a pointer: see `Locked` (here `wait` also looked up the
+// metadata of `Result?` on every call).
 package final class ConditionLock<Value>: @unchecked Sendable {
-    // Safety of @unchecked Sendable: `value` is only reached with `mutex` held (in
-    // `withLock` and `wait`); the mutex, condition and value live at fixed heap addresses.
-    // Inlinable, the value behind a pointer: see `Locked` (here `wait` also looked up the
-    // metadata of `Result?` on every call).
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     @usableFromInline let condition: UnsafeMutablePointer<pthread_cond_t>
     @usableFromInline let value: UnsafeMutablePointer<Value>

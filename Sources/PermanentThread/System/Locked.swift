@@ -6,10 +6,9 @@ import Glibc
 /// see `Mutex`'s lock and unlock, and reports every access it guards as a race (checked:
 /// four threads appending under one `Mutex` give "Swift access race"). A pthread mutex is
 /// intercepted by ThreadSanitizer and costs the same uncontended (one futex word).
+// Safety of @unchecked Sendable: `value` is only reached inside `withLock`, which holds
+// `mutex`; the mutex and the value live at fixed heap addresses for the object's life.
 package final class Locked<Value>: @unchecked Sendable {
-    // Safety of @unchecked Sendable: `value` is only reached inside `withLock`, which holds
-    // `mutex`; the mutex and the value live at fixed heap addresses for the object's life.
-    //
     // Inlinable, and the value behind a pointer: called from another module, an
     // unspecialized `withLock` paid a generic metadata lookup and a dynamic exclusivity check
     // (a class `var` passed inout) on every call, about a tenth of a port message's work.

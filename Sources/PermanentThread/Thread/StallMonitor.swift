@@ -116,7 +116,7 @@ final class StallProbe: Sendable {
     static let codes: [LoopActivity] = [[], .entry, .beforeTimers, .beforeSources, .beforeWaiting, .afterWaiting, .exit]
     static let busyCodes: Set<UInt64> = [1, 2, 3, 5]
 
-    // Safety of @unchecked Sendable: observer callbacks all run on the watched loop's
+    // Why unchecked Sendable is safe: observer callbacks all run on the watched loop's
     // thread, the only one that touches this.
     private final class Nesting: @unchecked Sendable {
         /// The code of the activity the innermost run is in.
