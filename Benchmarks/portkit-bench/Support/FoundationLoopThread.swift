@@ -6,8 +6,7 @@ import Glibc
 import Synchronization
 
 /// A Foundation `Thread` running its `RunLoop` until shut down: the Foundation baseline of
-/// the execute and idle benchmarks, made to work on Linux the only way it can
-/// (docs: /work/shared/TOOLCHAIN.md):
+/// the execute and idle benchmarks, made to work on Linux the only way it can:
 ///
 /// - kept alive by a repeating timer far in the future (a `Port()` would trap);
 /// - given blocks with `RunLoop.perform`, followed by `CFRunLoopWakeUp`, since `perform`
