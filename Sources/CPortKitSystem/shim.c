@@ -120,3 +120,26 @@ int portkit_set_timer_slack(unsigned long nanoseconds) {
 // MARK: - NamedPortServer (the name server's listening socket)
 
 int portkit_accept4(int fd, int flags) { return accept4(fd, NULL, NULL, flags); }
+
+// MARK: - PermanentThread (a loop that watches no descriptor sleeps on a futex)
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+int portkit_futex_sleep(uint32_t *word, int64_t timeout_ns) {
+    if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != 0) return 0;
+    struct timespec relative, *timeout = NULL;
+    if (timeout_ns >= 0) {
+        relative.tv_sec = (time_t)(timeout_ns / 1000000000);
+        relative.tv_nsec = (long)(timeout_ns % 1000000000);
+        timeout = &relative;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, timeout, NULL, 0);
+}
+
+void portkit_futex_wake(uint32_t *word) {
+    __atomic_store_n(word, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void portkit_futex_reset(uint32_t *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }

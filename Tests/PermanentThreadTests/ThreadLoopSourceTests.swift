@@ -47,15 +47,15 @@ struct ThreadLoopSourceTests {
         // While a block holds the loop awake, 1,000 posts cost no wake-up at all.
         try loop.perform { gate.wait() }
         #expect(eventually { loop.inboxIsEmpty })
-        let writesBefore = loop.poller.wakeWrites
+        let writesBefore = loop.wakeDeliveries
         for _ in 0..<1000 { try loop.perform { ran.add(1, ordering: .relaxed) } }
-        #expect(loop.poller.wakeWrites == writesBefore)
+        #expect(loop.wakeDeliveries == writesBefore)
         gate.signal()
         #expect(eventually { ran.load(ordering: .relaxed) == 1000 })
         // A sleeping loop gets at most one write per sleep.
         for _ in 0..<10_000 { try loop.perform { ran.add(1, ordering: .relaxed) } }
         #expect(eventually { ran.load(ordering: .relaxed) == 11_000 })
-        #expect(loop.poller.wakeWrites <= sleeps.load(ordering: .relaxed))
+        #expect(loop.wakeDeliveries <= sleeps.load(ordering: .relaxed))
         loop.stop()
         #expect(worker.join())
     }
@@ -142,6 +142,52 @@ struct ThreadLoopSourceTests {
         #expect(worker.join())
         #expect(results.all == [.handledSource, .handledSource])
         #expect(calls.all == ["first", "second"])
+        source.invalidate()
+    }
+
+    /// A loop that watches no descriptor sleeps on its futex, one that does in epoll: a
+    /// descriptor source added from another thread while the loop sleeps on the futex must
+    /// move the next sleep to epoll (or its readiness would never wake the loop), and
+    /// removing it must move the loop back without losing a wake-up.
+    @Test func aSleepingLoopMovesBetweenFutexAndEpollAsDescriptorsComeAndGo() throws {
+        let pipe = try FileDescriptor.pipe(nonBlocking: true)
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let events = Recorder<String>()
+        let worker = LoopThread { loop in
+            let keep = keepAlive()
+            try! loop.add(keep, forMode: .default)
+            _ = try! loop.run(mode: .default, until: .now + .seconds(120))
+            keep.invalidate()
+        }
+        let loop = worker.loop
+        // Asleep on the futex (no descriptor): a block wakes it.
+        try loop.perform { events.append("block 1") }
+        #expect(eventually { events.all == ["block 1"] })
+        let source = DescriptorSource(descriptor: pipe.read.rawValue, events: .readable) { _, _ in
+            var byte: UInt8 = 0
+            _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+            events.append("byte \(byte)")
+        }
+        try loop.add(source, forMode: .default)
+        // The add is carried out on the loop's thread; wait until it is, then let the loop
+        // fall asleep (now in epoll) before the byte is written.
+        let added = Atomic<Bool>(false)
+        try loop.perform { added.store(true, ordering: .releasing) }
+        #expect(eventually { added.load(ordering: .acquiring) })
+        for round in 1...3 {
+            _ = [UInt8]([UInt8(round)]).withUnsafeBytes { try! pipe.write.write($0) }
+            #expect(eventually { events.all.last == "byte \(round)" })
+        }
+        loop.remove(source, forMode: .default)
+        // Back on the futex: blocks still wake it, the descriptor no longer does.
+        try loop.perform { events.append("block 2") }
+        #expect(eventually { events.all.last == "block 2" })
+        _ = [UInt8]([9]).withUnsafeBytes { try! pipe.write.write($0) }
+        try loop.perform { events.append("block 3") }
+        #expect(eventually { events.all.last == "block 3" })
+        #expect(events.all == ["block 1", "byte 1", "byte 2", "byte 3", "block 2", "block 3"])
+        loop.stop()
+        #expect(worker.join())
         source.invalidate()
     }
 

@@ -214,9 +214,10 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         let threadIDs: [CInt]
         let stop: () -> Void
 
-        /// Waits until every thread sleeps in its loop's wait: a `ThreadLoop` sleeps in
-        /// `epoll_pwait2`, Foundation's CFRunLoop on Linux in `ppoll`; the kernel function
-        /// either waits in (`/proc/self/task/TID/wchan`) has "poll" in its name.
+        /// Waits until every thread sleeps in its loop's wait: an idle `ThreadLoop` watches no
+        /// descriptor and sleeps on a futex, Foundation's CFRunLoop on Linux in `ppoll`; the
+        /// kernel function either waits in (`/proc/self/task/TID/wchan`) has "poll" or
+        /// "futex" in its name.
         func waitUntilAsleep(timeout: Duration = .seconds(10)) throws {
             let deadline = ContinuousClock.now + timeout
             for threadID in threadIDs {
@@ -234,7 +235,9 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         private static func waitsInPoll(_ wchan: CInt) -> Bool {
             var bytes = [UInt8](repeating: 0, count: 64)
             let count = bytes.withUnsafeMutableBytes { pread(wchan, $0.baseAddress, $0.count, 0) }
-            return count > 0 && String(decoding: bytes.prefix(count), as: UTF8.self).contains("poll")
+            guard count > 0 else { return false }
+            let function = String(decoding: bytes.prefix(count), as: UTF8.self)
+            return function.contains("poll") || function.contains("futex")
         }
     }
 

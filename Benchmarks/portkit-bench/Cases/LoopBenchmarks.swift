@@ -16,11 +16,15 @@ enum LoopBenchmarks: BenchmarkFamily {
     // MARK: loop.wake
 
     /// `loop.wake`, `loop.wake-same-cpu`: the median round trip of a block posted to a
-    /// sleeping loop that signals back. Both impls signal back the same way (`SpinReply`).
+    /// sleeping loop that signals back. Every impl signals back the same way (`SpinReply`).
+    ///
+    /// The PortKit loop watches no descriptor, so it sleeps on its futex; `raw` is the least
+    /// an epoll loop can do, `pthread` the least a futex sleeper can (a condition variable).
     static func wake(_ name: String, placement: WakePlacement, roundTrips: Int) -> BenchmarkCase {
         BenchmarkCase(name: name, unit: "µs", impls: [
             wakeImpl("portkit", placement, roundTrips) { try PortKitLoopThread(name: "bench-wake-pk") },
             wakeImpl("raw", placement, roundTrips) { try RawEpollLoop(name: "bench-wake-raw") },
+            wakeImpl("pthread", placement, roundTrips) { try ConditionQueueThread(name: "bench-wake-pth") },
         ])
     }
 
@@ -43,7 +47,7 @@ enum LoopBenchmarks: BenchmarkFamily {
     }
 
     /// One run of a wake case: `count` round trips, each posted once the loop's thread
-    /// sleeps in epoll, with the caller on `callerCPUs`; returns the median in µs.
+    /// sleeps (in epoll or on a futex), with the caller on `callerCPUs`; returns the median in µs.
     static func medianRoundTrip(_ count: Int, on loop: some SleepingLoop, callerCPUs: CPUSet) throws -> Double {
         let probe = try ThreadSleepProbe(threadID: loop.threadID)
         defer { probe.close() }

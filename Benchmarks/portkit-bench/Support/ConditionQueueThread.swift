@@ -1,3 +1,4 @@
+import CPortKitSystem
 import Glibc
 
 /// The plain-pthread baseline of the execute benchmarks: one thread and a closure queue
@@ -7,6 +8,8 @@ import Glibc
 /// signalled it yet (one signal per sleep at most); the thread takes the whole queue under
 /// the lock and runs it outside.
 final class ConditionQueueThread: Sendable {
+    /// The kernel id of the thread.
+    let threadID: CInt
     private let queue: Queue
     private let thread: PosixThread
 
@@ -39,12 +42,17 @@ final class ConditionQueueThread: Sendable {
         }
     }
 
-    /// Starts the thread.
+    /// Starts the thread and waits until it runs.
     /// - Throws: `BenchmarkError.system` when `pthread_create` fails.
     init(name: String) throws(BenchmarkError) {
         let queue = Queue()
-        thread = try PosixThread.start(name: name) { Self.serve(queue) }
+        let started = Handoff<CInt>()
+        thread = try PosixThread.start(name: name) {
+            started.put(portkit_gettid())
+            Self.serve(queue)
+        }
         self.queue = queue
+        threadID = try started.take(within: .seconds(10), what: "\(name) to start")
     }
 
     /// The thread: wait for closures, run them, until stopped with an empty queue.

@@ -1,6 +1,7 @@
 import Glibc
 
-/// A thread that sleeps in epoll until given a block: what the wake cases wake.
+/// A thread that sleeps in the kernel (epoll or a futex) until given a block: what the
+/// wake cases wake.
 protocol SleepingLoop: Sendable {
     /// The kernel id of the loop's thread.
     var threadID: CInt { get }
@@ -12,6 +13,7 @@ protocol SleepingLoop: Sendable {
 
 extension PortKitLoopThread: SleepingLoop {}
 extension RawEpollLoop: SleepingLoop {}
+extension ConditionQueueThread: SleepingLoop {}
 
 /// Where a wake case puts the caller and the loop's thread. Pinning both keeps the
 /// scheduler's choice (same CPU or not) from changing between runs and between impls.

@@ -56,4 +56,17 @@ int portkit_set_timer_slack(unsigned long nanoseconds);
 /// SOCK_NONBLOCK set atomically, so no child spawned meanwhile inherits the connection.
 int portkit_accept4(int fd, int flags);
 
+// MARK: - PermanentThread (a loop that watches no descriptor sleeps on a futex)
+
+/// Sleeps while *word is 0, for at most timeout_ns nanoseconds (negative: for ever):
+/// FUTEX_WAIT_PRIVATE. Returns 0 when woken, or at once when *word is not 0; -1 with
+/// errno (ETIMEDOUT, EINTR, EAGAIN) otherwise. Any return may be spurious.
+int portkit_futex_sleep(uint32_t *word, int64_t timeout_ns);
+
+/// Sets *word to 1 (release) and wakes the one thread sleeping on it: FUTEX_WAKE_PRIVATE.
+void portkit_futex_wake(uint32_t *word);
+
+/// Sets *word to 0 (release), before the thread that owns it next sleeps on it.
+void portkit_futex_reset(uint32_t *word);
+
 #endif

@@ -7,7 +7,7 @@ import Synchronization
 /// Every thread has at most one, made the first time the thread asks for
 /// `ThreadLoop.current` and torn down (descriptors closed, sources cancelled) when the
 /// thread ends; `ThreadLoop.main` is the main thread's. A loop sleeps in the kernel
-/// (epoll) until a timer is due, a watched descriptor is ready, a custom source is
+/// (a futex while it watches no descriptor, else epoll) until a timer is due, a watched descriptor is ready, a custom source is
 /// signalled, a block is performed, or it is woken.
 ///
 /// Any thread may add and remove timers, observers and sources, perform blocks, stop
@@ -23,11 +23,16 @@ public final class ThreadLoop: @unchecked Sendable {
     // MARK: Shared with other threads
 
     let poller: EpollPoller
+    /// What the loop sleeps on while it watches no descriptor (see `waitForWork`).
+    private let wakeWord = WakeWord()
     private let inbox: Locked<Inbox>
     private let stopRequested = Atomic<Bool>(false)
     /// Wake-up writes decided under the inbox lock but made after it: the eventfd is closed
     /// only once none is in flight.
     private let wakesInFlight = Atomic<Int>(0)
+    /// How many wake-ups were delivered (futex or eventfd): tests prove wakes are coalesced.
+    package var wakeDeliveries: Int { deliveries.load(ordering: .relaxed) }
+    private let deliveries = Atomic<Int>(0)
     /// The optional label of the block being run, for the stall monitor.
     package let runningLabel = Locked<String?>(nil)
     /// The name given to the loop, shown in reports.
@@ -38,6 +43,8 @@ public final class ThreadLoop: @unchecked Sendable {
         /// Whether `work` holds a `.command`, which the drain must carry out at once.
         var hasCommands = false
         var sleeping = false
+        /// Whether the sleep is on `wakeWord` rather than in the poller.
+        var sleepsOnWord = false
         var wakePending = false
         var wakeRequested = false
         var closed = false
@@ -207,7 +214,7 @@ public final class ThreadLoop: @unchecked Sendable {
         }
     }
 
-    /// Adds work to the inbox and wakes the loop if it sleeps (one eventfd write per
+    /// Adds work to the inbox and wakes the loop if it sleeps (one wake-up per
     /// sleep at most; none when called on the loop's thread, which is not asleep).
     ///
     /// `work` makes the item inside the lock, so that it is moved into the inbox rather than
@@ -215,29 +222,41 @@ public final class ThreadLoop: @unchecked Sendable {
     private func enqueue(
         command: Bool = false, closing: Bool = false, _ work: () -> Work
     ) throws(ThreadLoopError) {
-        let mustWake = try inbox.withLock { (state) throws(ThreadLoopError) -> Bool in
+        let mustWake = try inbox.withLock { (state) throws(ThreadLoopError) -> WakeRoute? in
             guard !state.closed else { throw .loopEnded }
             if command { state.hasCommands = true }
             state.work.append(work())
             if closing { state.closed = true }
             return claimWake(&state)
         }
-        if mustWake { deliverWake() }
+        if let route = mustWake { deliverWake(route) }
     }
 
-    /// Decides, under the inbox lock, whether this caller writes the eventfd: only the first
-    /// caller to find the loop asleep does. Counted in flight so the eventfd stays open.
-    private func claimWake(_ state: inout Inbox) -> Bool {
-        guard state.sleeping && !state.wakePending else { return false }
+    /// How a claimed wake-up reaches the sleeping loop.
+    private enum WakeRoute {
+        /// The loop sleeps on `wakeWord`.
+        case word
+        /// The loop sleeps in the poller: its eventfd is written.
+        case poller
+    }
+
+    /// Decides, under the inbox lock, whether this caller wakes the loop, and how: only the
+    /// first caller to find the loop asleep does. Counted in flight so the eventfd stays open.
+    private func claimWake(_ state: inout Inbox) -> WakeRoute? {
+        guard state.sleeping && !state.wakePending else { return nil }
         state.wakePending = true
         wakesInFlight.add(1, ordering: .acquiringAndReleasing)
-        return true
+        return state.sleepsOnWord ? .word : .poller
     }
 
-    /// Writes the eventfd outside the lock, so a loop woken on the same CPU does not find
-    /// the lock still held by its waker.
-    private func deliverWake() {
-        poller.wakeUp()
+    /// Wakes the loop outside the lock, so a loop woken on the same CPU does not find the
+    /// lock still held by its waker.
+    private func deliverWake(_ route: WakeRoute) {
+        deliveries.add(1, ordering: .relaxed)
+        switch route {
+        case .word: wakeWord.wake()
+        case .poller: poller.wakeUp()
+        }
         wakesInFlight.subtract(1, ordering: .acquiringAndReleasing)
     }
 
@@ -302,12 +321,12 @@ public final class ThreadLoop: @unchecked Sendable {
 
     /// Makes a sleeping loop pass once, or the next sleep return at once. Safe from any thread.
     public func wakeUp() {
-        let mustWake = inbox.withLock { state -> Bool in
-            guard !state.closed || !state.work.isEmpty else { return false }
+        let mustWake = inbox.withLock { state -> WakeRoute? in
+            guard !state.closed || !state.work.isEmpty else { return nil }
             state.wakeRequested = true
             return claimWake(&state)
         }
-        if mustWake { deliverWake() }
+        if let route = mustWake { deliverWake(route) }
     }
 
     /// Ends the innermost run in progress, which returns `.stopped`. Safe from any thread.
@@ -753,14 +772,21 @@ public final class ThreadLoop: @unchecked Sendable {
         items.timerIDs.contains(ObjectIdentifier(entry.timer)) && entry.generation == entry.timer.generation
     }
 
-    /// Sleeps (or polls) in the poller; returns the ready descriptor events.
+    /// Sleeps (or polls); returns the ready descriptor events.
+    ///
+    /// A loop that watches no descriptor sleeps on `wakeWord` (a futex: one system call
+    /// to wake, no epoll callback); one that does sleeps in the poller. Only the loop's
+    /// thread adds descriptors, so the choice cannot go stale during the sleep.
     private func waitForWork(timeout: Duration?) -> [PollEvent] {
         var timeout = timeout
         var sleeping = false
+        let onWord = descriptorSources.isEmpty
         if timeout != .zero {
             sleeping = inbox.withLock { state -> Bool in
                 if !state.work.isEmpty || state.wakeRequested { return false }
                 state.sleeping = true
+                state.sleepsOnWord = onWord
+                if onWord { wakeWord.reset() }
                 if state.work.capacity > Self.idleCapacityLimit { state.work = [] }
                 return true
             }
@@ -773,9 +799,12 @@ public final class ThreadLoop: @unchecked Sendable {
         }
         if stopRequested.load(ordering: .acquiring) { timeout = .zero }
         var ready: [PollEvent] = []
-        // A poll that cannot sleep, with no descriptor armed, could only report the wake-up
-        // eventfd, whose edge carries nothing the inbox flags do not: skip the system call.
-        if !(timeout.map { $0 <= .zero } ?? false) || !descriptorSources.isEmpty {
+        let mustSleep = !(timeout.map { $0 <= .zero } ?? false)
+        if onWord {
+            // A poll with no descriptor armed could only report the wake-up eventfd, whose
+            // edge carries nothing the inbox flags do not: no system call at all.
+            if sleeping && mustSleep { wakeWord.sleep(timeout: timeout) }
+        } else {
             do {
                 _ = try poller.wait(timeout: timeout) { ready.append($0) }
             } catch {

@@ -12,10 +12,6 @@ package final class EpollPoller: Poller {
     private let capacity = 64
     private let buffer: UnsafeMutablePointer<epoll_event>
 
-    /// How many wake-up writes were made: tests prove wakes are coalesced with it.
-    package var wakeWrites: Int { writes.load(ordering: .relaxed) }
-    private let writes = Atomic<Int>(0)
-
     /// The token reserved for the wake-up eventfd.
     private static let wakeToken = UInt64.max
 
@@ -129,7 +125,6 @@ package final class EpollPoller: Poller {
 
     /// Wakes a waiting (or the next) `wait`. The corresponding C function is `eventfd_write`.
     package func wakeUp() {
-        writes.add(1, ordering: .relaxed)
         var one: UInt64 = 1
         let written = withUnsafeBytes(of: &one) { (bytes) -> Result<Int, Errno> in
             Result { () throws(Errno) -> Int in try wakeEvent.write(bytes) }
