@@ -144,7 +144,7 @@ final class NameServerCore: @unchecked Sendable {
         do {
             try loop.add(source, forMode: .default)
         } catch {
-            doom(connection, "cannot watch its socket: \(error)")
+            doom(connection, .refused("cannot watch its socket: \(error)"))
         }
     }
 
@@ -162,7 +162,7 @@ final class NameServerCore: @unchecked Sendable {
                     handle(frame, from: connection)
                 }
             }
-            if let end { doom(connection, "\(end)") }
+            if let end { doom(connection, .stream(end)) }
         }
         settle()
     }
@@ -171,11 +171,11 @@ final class NameServerCore: @unchecked Sendable {
         let message = frame.message
         guard frame.descriptors.isEmpty else {
             closeDescriptors(frame.descriptors)
-            doom(connection, "sent descriptors, which no request takes")
+            doom(connection, .refused("sent descriptors, which no request takes"))
             return
         }
         guard message.kind == .request else {
-            doom(connection, "sent a frame of kind \(message.kind), only requests are taken")
+            doom(connection, .refused("sent a frame of kind \(message.kind), only requests are taken"))
             return
         }
         guard let operation = NameOperation(rawValue: message.id) else {
@@ -405,12 +405,12 @@ final class NameServerCore: @unchecked Sendable {
             frame = try message.frame(with: descriptors)
         } catch {
             closeDescriptors(descriptors)
-            doom(connection, "\(error)")
+            doom(connection, .refused("\(error)"))
             return
         }
         connection.output.append(frame)
         guard connection.output.queuedBytes <= policy.maxQueuedBytesPerConnection else {
-            doom(connection, "does not read: \(connection.output.queuedBytes) bytes queued")
+            doom(connection, .refused("does not read: \(connection.output.queuedBytes) bytes queued"))
             return
         }
         if !connection.hasUnflushedOutput {
@@ -425,39 +425,39 @@ final class NameServerCore: @unchecked Sendable {
         switch connection.output.flush(to: connection.socket) {
         case .drained: watch(connection, writable: false)
         case .blocked: watch(connection, writable: true)
-        case .failed(let error): doom(connection, "write failed: \(error)")
+        case .failed(let error): doom(connection, .refused("write failed: \(error)"))
         }
     }
 
     // MARK: Ending connections
 
-    private func doom(_ connection: ServerConnection, _ reason: String) {
+    private func doom(_ connection: ServerConnection, _ reason: ConnectionEnd) {
         guard !connection.isDoomed else { return }
         connection.isDoomed = true
         connection.doomReason = reason
         doomed.append(connection)
     }
 
-    /// The end of every callback: write what was queued, close what must go (which may
-    /// queue watch events for others), until nothing is left.
+    /// The end of every callback: release what must go (queuing `vanished` for its
+    /// watchers), write what was queued, then tear the released connections down, until
+    /// nothing is left. Watchers are written to before a dead connection's socket and
+    /// source are closed: telling them is the latency that counts, closing costs more.
     private func settle() {
         while !unflushed.isEmpty || !doomed.isEmpty {
+            let toClose = doomed
+            doomed = []
+            for connection in toClose { release(connection) }
             let toFlush = unflushed
             unflushed = []
             for connection in toFlush { flush(connection) }
-            let toClose = doomed
-            doomed = []
-            for connection in toClose { close(connection) }
+            for connection in toClose { tearDown(connection) }
         }
     }
 
-    private func close(_ connection: ServerConnection) {
+    /// Forgets a doomed connection: its waiting lookups and watches are dropped, its names
+    /// released in name order and their watchers told (queued, not yet written).
+    private func release(_ connection: ServerConnection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
-        connection.source?.invalidate()
-        connection.source = nil
-        connection.output.discard()
-        connection.reader.discard()
-        try? connection.socket.close()
         for id in connection.waitingLookups { _ = removeWaiter(id) }
         for watchID in connection.watches.keys {
             watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
@@ -468,5 +468,14 @@ final class NameServerCore: @unchecked Sendable {
             notifyWatchers(.vanished, holder.owner)
         }
         connection.names = []
+    }
+
+    /// Closes a released connection's source, socket and unsent descriptors.
+    private func tearDown(_ connection: ServerConnection) {
+        connection.source?.invalidate()
+        connection.source = nil
+        connection.output.discard()
+        connection.reader.discard()
+        try? connection.socket.close()
     }
 }

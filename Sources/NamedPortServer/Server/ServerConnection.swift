@@ -30,7 +30,7 @@ final class ServerConnection {
     /// of the current loop callback.
     var isDoomed = false
     /// Why, for the log of a server that wants one.
-    var doomReason: String?
+    var doomReason: ConnectionEnd?
 
     init(id: UInt64, socket: FileDescriptor, pid: Int32, uid: UInt32) {
         self.id = id
@@ -38,6 +38,15 @@ final class ServerConnection {
         self.pid = pid
         self.uid = uid
     }
+}
+
+/// Why the server ends a connection. A plain value, so the usual end (the client closed
+/// or died) costs no string formatting on the path that tells watchers.
+enum ConnectionEnd {
+    /// The stream ended: closed by the client, failed, or malformed.
+    case stream(StreamEnd)
+    /// The server refused the client's behaviour or could not serve it.
+    case refused(String)
 }
 
 /// A lookup waiting for its name to be registered.
