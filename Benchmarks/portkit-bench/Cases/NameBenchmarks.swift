@@ -22,7 +22,10 @@ enum NameBenchmarks: BenchmarkFamily {
 
     /// `names.lookup`: the median lookup on a kept connection (request → a send port
     /// connected to the owner, brokered socket pair and all), against `raw`: one bare
-    /// request/response over a connected Unix socket to a thread that answers it.
+    /// request/response over a connected Unix socket to a thread that answers it; and
+    /// against `raw-brokered`: the same plus the kernel work any brokered lookup needs (a
+    /// fresh socket pair, one end back to the caller and one to an owner thread that watches
+    /// it and closes it on hang-up), with no framing and no loop.
     static func lookup(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.lookup", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -48,6 +51,12 @@ enum NameBenchmarks: BenchmarkFamily {
                 return .init(
                     measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
                     stop: echo.stop)
+            },
+            BenchmarkImpl("raw-brokered") {
+                let broker = try RawNameBroker()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try broker.lookup() } },
+                    stop: broker.stop)
             },
         ])
     }
