@@ -170,7 +170,31 @@ enum NameBenchmarks: BenchmarkFamily {
             BenchmarkImpl("raw") {
                 .init(measure: { try medianMicroseconds(count) { try rawDeathOnce() } })
             },
+            BenchmarkImpl("raw-relayed") {
+                let relay = try RawDeathRelay()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try relayedDeathOnce(relay) } },
+                    stop: relay.stop)
+            },
         ])
+    }
+
+    /// `raw`'s death told through a relay thread: the same victim, one hop more.
+    private static func relayedDeathOnce(_ relay: RawDeathRelay) throws -> Duration {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        let holder: pid_t
+        do {
+            holder = try spawnHolder(fds[1])
+        } catch {
+            close(fds[0])
+            close(fds[1])
+            throw error
+        }
+        close(fds[1])
+        return try relay.deathOnce(victim: holder, socket: fds[0])
     }
 
     // MARK: names.death-floor
