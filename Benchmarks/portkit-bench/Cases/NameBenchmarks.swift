@@ -179,22 +179,29 @@ enum NameBenchmarks: BenchmarkFamily {
         ])
     }
 
-    /// `raw`'s death told through a relay thread: the same victim, one hop more.
+    /// `raw`'s death told through a relay thread: the same victim, one hop more. As in the
+    /// PortKit impl, the relay takes its end before the victim is spawned.
     private static func relayedDeathOnce(_ relay: RawDeathRelay) throws -> Duration {
         var fds: [CInt] = [0, 0]
         guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
             throw BenchmarkError.lastSystemError("socketpair")
         }
-        let holder: pid_t
         do {
-            holder = try spawnHolder(fds[1])
+            try relay.watch(fds[0])
         } catch {
             close(fds[0])
             close(fds[1])
             throw error
         }
+        let holder: pid_t
+        do {
+            holder = try spawnHolder(fds[1])
+        } catch {
+            close(fds[1])  // the relay sees the hang-up and closes its end
+            throw error
+        }
         close(fds[1])
-        return try relay.deathOnce(victim: holder, socket: fds[0])
+        return try relay.killAndAwaitWord(holder)
     }
 
     // MARK: names.death-floor

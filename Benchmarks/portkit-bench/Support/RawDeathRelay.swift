@@ -41,16 +41,21 @@ final class RawDeathRelay: Sendable {
         thread = try PosixThread.start(name: "bench-raw-relay") { Self.relay(epoll, relayControl, relayWatcher) }
     }
 
-    /// Hands `socket` (the survivor's end of a pair whose other end `victim` holds) to the
-    /// relay, waits until it watches it, then kills `victim` and times until the watcher's
-    /// byte arrives. The relay closes `socket`.
-    func deathOnce(victim: pid_t, socket: CInt) throws -> Duration {
+    /// Hands `socket` to the relay and waits until it watches it; the relay closes it once
+    /// its peer hangs up.
+    func watch(_ socket: CInt) throws {
         var descriptor = socket
         var ack: UInt8 = 0
         guard send(control, &descriptor, MemoryLayout<CInt>.size, CInt(MSG_NOSIGNAL)) == MemoryLayout<CInt>.size,
               recv(control, &ack, 1, CInt(MSG_WAITALL)) == 1 else {
             throw BenchmarkError.lastSystemError("hand the socket to the relay")
         }
+    }
+
+    /// Kills `victim`, which holds the peer of a socket the relay watches, and times until
+    /// the watcher's byte arrives.
+    func killAndAwaitWord(_ victim: pid_t) throws -> Duration {
+        var told: UInt8 = 0
         let start = ContinuousClock.now
         kill(victim, SIGKILL)
         var poller = pollfd(fd: watcher, events: Int16(POLLIN), revents: 0)
@@ -58,7 +63,7 @@ final class RawDeathRelay: Sendable {
         let elapsed = start.duration(to: .now)
         var status: CInt = 0
         waitpid(victim, &status, 0)
-        guard ready == 1, recv(watcher, &ack, 1, 0) == 1 else { throw BenchmarkError.timedOut("the relay to tell of the death") }
+        guard ready == 1, recv(watcher, &told, 1, 0) == 1 else { throw BenchmarkError.timedOut("the relay to tell of the death") }
         return elapsed
     }
 
