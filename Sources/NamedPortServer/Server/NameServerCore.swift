@@ -312,13 +312,13 @@ final class NameServerCore: @unchecked Sendable {
         } catch {
             throw .system(operation: "socketpair", errno: error.rawValue)
         }
-        let offer = WireMessage(
-            kind: .message, id: NameNotice.connectionOffer.rawValue,
-            components: [NameField.string(holder.owner.name), .port(index: 0)])
-        // The reply is queued (and flushed) before the offer: the looker's answer is on the
+        // The reply is written before the offer is even made: the looker's answer is on the
         // critical path, the owner's adoption is not (what the looker sends waits in the
         // socket until the owner reads it).
+        let name = holder.owner.name
         return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue]) { [unowned self] in
+            let offer = WireMessage(
+                kind: .message, id: NameNotice.connectionOffer.rawValue, components: [NameField.string(name), .port(index: 0)])
             self.send(offer, descriptors: [ends.0.rawValue], to: owner)
         }
     }
@@ -388,7 +388,12 @@ final class NameServerCore: @unchecked Sendable {
         case .success(let answer):
             let message = WireMessage(kind: .reply, id: NameStatus.ok.rawValue, sequence: sequence, components: answer.components)
             send(message, descriptors: answer.descriptors, to: connection)
-            answer.then?()
+            if let then = answer.then {
+                // What the request causes for others (an owner's offer, watchers' events)
+                // waits until the requester's answer is written, not just queued.
+                if connection.hasUnflushedOutput { flush(connection) }
+                then()
+            }
         case .failure(let error):
             let (status, components) = NameReply.encode(error)
             send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
