@@ -173,6 +173,39 @@ struct NameServerTests {
         #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
     }
 
+    /// Clients send no descriptors: one that does is disconnected unanswered and the
+    /// server keeps none of them, whether they fit one read (1) or the kernel truncates
+    /// them (8).
+    @Test(arguments: [1, 8]) func aClientSendingDescriptorsIsDisconnected(count: Int) throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        var ends: [CInt] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        let pipeReader = FileDescriptor(rawValue: ends[0])
+        defer { try? pipeReader.close() }
+        let socket = try UnixSocket.make(nonBlocking: false)
+        defer { try? socket.close() }
+        try UnixSocket.connect(socket, to: directory.address)
+
+        let hello = try WireMessage(
+            kind: .request, id: NameOperation.hello.rawValue, sequence: 1,
+            components: [NameField.integer(nameProtocolVersion)]
+        ).frame()
+        let copies = (0..<count).map { _ in dup(ends[1]) }
+        let sent = try hello.bytes.withUnsafeBytes { try socket.send($0, descriptors: copies) }
+        #expect(sent == hello.bytes.count)
+        closeDescriptors(copies + [ends[1]])
+
+        var buffer = [UInt8](repeating: 0, count: 256)
+        #expect(try socket.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
+        #expect(buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) } <= 0)
+        // Every copy of the pipe's write end is closed: its reader sees the end.
+        #expect(try pipeReader.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
+        #expect(buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) } == 0)
+        #expect(try waitFor { try server.counts().connections == 0 })
+    }
+
     @Test func perConnectionLimitsAreEnforced() throws {
         let directory = TestDirectory()
         let policy = NameServerPolicy(maxNamesPerConnection: 2, maxWatchesPerConnection: 1, maxWaitingLookupsPerConnection: 1)

@@ -155,6 +155,10 @@ final class NameServerCore: @unchecked Sendable {
         if events.contains(.writable) { flush(connection) }
         if !events.subtracting(.writable).isEmpty {
             let (frames, end) = connection.reader.read(from: connection.socket)
+            if connection.reader.hasUnclaimedDescriptors {
+                // Clients send none; kept, they would pile up until the connection ends.
+                doom(connection, .refused("sent descriptors, which no request takes"))
+            }
             for frame in frames {
                 if connection.isDoomed {
                     closeDescriptors(frame.descriptors)
