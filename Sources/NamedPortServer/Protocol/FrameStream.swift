@@ -89,8 +89,13 @@ struct FrameReader {
         }
     }
 
-    /// Whether descriptors arrived that no whole frame has claimed yet.
-    var hasUnclaimedDescriptors: Bool { !unclaimed.isEmpty }
+    /// Whether more descriptors wait unclaimed than the frame still arriving may take
+    /// (`perFrame`; none once no frame is partly read): descriptors sent with frames that
+    /// announced fewer. A descriptor arrives with the first byte of its frame, so a frame
+    /// read in part holds its own until the rest comes.
+    func hasStrayDescriptors(perFrame: Int) -> Bool {
+        unclaimed.count > (splitter.bufferedByteCount > 0 ? perFrame : 0)
+    }
 
     /// Closes the descriptors no frame claimed; call once the stream is done with.
     mutating func discard() {

@@ -71,6 +71,7 @@ final class NameServerCore: @unchecked Sendable {
         waiters = [:]
         waitersByName = [:]
         watchers = [:]
+        for registration in names.values { try? registration.offerChannel?.close() }
         names = [:]
         for connection in connections.values {
             connection.source?.invalidate()
@@ -155,8 +156,8 @@ final class NameServerCore: @unchecked Sendable {
         if events.contains(.writable) { flush(connection) }
         if !events.subtracting(.writable).isEmpty {
             let (frames, end) = connection.reader.read(from: connection.socket)
-            if connection.reader.hasUnclaimedDescriptors {
-                // Clients send none; kept, they would pile up until the connection ends.
+            if connection.reader.hasStrayDescriptors(perFrame: 1) {
+                // Only a register carries one; kept, strays would pile up until the end.
                 doom(connection, .refused("sent descriptors, which no request takes"))
             }
             for frame in frames {
@@ -173,11 +174,17 @@ final class NameServerCore: @unchecked Sendable {
 
     private func handle(_ frame: IncomingFrame, from connection: ServerConnection) {
         let message = frame.message
-        guard frame.descriptors.isEmpty else {
+        // A register may carry one descriptor (its offer channel); no other request any.
+        guard frame.descriptors.isEmpty
+            || (frame.descriptors.count == 1 && message.kind == .request && message.id == NameOperation.register.rawValue)
+        else {
             closeDescriptors(frame.descriptors)
             doom(connection, .refused("sent descriptors, which no request takes"))
             return
         }
+        // What the request does not take over is closed once it is answered.
+        var descriptors = frame.descriptors
+        defer { closeDescriptors(descriptors) }
         guard message.kind == .request else {
             doom(connection, .refused("sent a frame of kind \(message.kind), only requests are taken"))
             return
@@ -188,7 +195,7 @@ final class NameServerCore: @unchecked Sendable {
         }
         var fields = NameFieldReader(message.components)
         do throws(NameServerError) {
-            switch try perform(operation, &fields, connection, sequence: message.sequence) {
+            switch try perform(operation, &fields, &descriptors, connection, sequence: message.sequence) {
             case .reply(let answer, let then):
                 reply(to: connection, message.sequence, .success(answer))
                 then?()
@@ -223,8 +230,10 @@ final class NameServerCore: @unchecked Sendable {
     }
 
     /// Carries out one request.
+    /// `descriptors` came with the request; one it keeps is removed from the list.
     private func perform(
-        _ operation: NameOperation, _ fields: inout NameFieldReader, _ connection: ServerConnection, sequence: UInt64
+        _ operation: NameOperation, _ fields: inout NameFieldReader, _ descriptors: inout [CInt],
+        _ connection: ServerConnection, sequence: UInt64
     ) throws(NameServerError) -> RequestOutcome {
         if operation != .hello {
             guard policy.admits(connection.uid) else {
@@ -234,8 +243,9 @@ final class NameServerCore: @unchecked Sendable {
         switch operation {
         case .hello:
             let version = try fields.integer()
-            guard version == nameProtocolVersion else {
-                throw .protocolError("protocol version \(version) asked, this server speaks \(nameProtocolVersion)")
+            guard (oldestNameProtocolVersion...nameProtocolVersion).contains(version) else {
+                throw .protocolError(
+                    "protocol version \(version) asked, this server speaks \(oldestNameProtocolVersion) to \(nameProtocolVersion)")
             }
             return .reply([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)])
 
@@ -245,8 +255,9 @@ final class NameServerCore: @unchecked Sendable {
             guard connection.names.count < policy.maxNamesPerConnection else {
                 throw .limitExceeded(what: "names per connection", limit: policy.maxNamesPerConnection)
             }
+            let channel = try offerChannel(&fields, &descriptors)
             let owner = NameOwner(name: name, pid: connection.pid, uid: connection.uid)
-            names[name] = Registration(owner: owner, connectionID: connection.id)
+            names[name] = Registration(owner: owner, connectionID: connection.id, offerChannel: channel)
             connection.names.insert(name)
             return .reply([]) { [unowned self] in
                 self.notifyWatchers(.appeared, owner)
@@ -258,6 +269,7 @@ final class NameServerCore: @unchecked Sendable {
             guard let holder = names[name] else { throw .notFound(name: name) }
             guard holder.connectionID == connection.id else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
             names[name] = nil
+            try? holder.offerChannel?.close()
             connection.names.remove(name)
             return .reply([]) { [unowned self] in self.notifyWatchers(.vanished, holder.owner) }
 
@@ -321,9 +333,56 @@ final class NameServerCore: @unchecked Sendable {
         // socket until the owner reads it).
         let name = holder.owner.name
         return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue]) { [unowned self] in
-            let offer = WireMessage(
-                kind: .message, id: NameNotice.connectionOffer.rawValue, components: [NameField.string(name), .port(index: 0)])
-            self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+            if let channel = holder.offerChannel {
+                self.offer(ends.0, through: channel, name: name)
+            } else {
+                let offer = WireMessage(
+                    kind: .message, id: NameNotice.connectionOffer.rawValue, components: [NameField.string(name), .port(index: 0)])
+                self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+            }
+        }
+    }
+
+    /// The offer channel a register carries (version 2), made non-blocking; `nil` if none.
+    private func offerChannel(_ fields: inout NameFieldReader, _ descriptors: inout [CInt]) throws(NameServerError) -> FileDescriptor? {
+        guard !fields.atEnd else {
+            guard descriptors.isEmpty else { throw .protocolError("a descriptor without its field") }
+            return nil
+        }
+        guard try fields.port() == 0, descriptors.count == 1 else {
+            throw .protocolError("an offer channel must be the register's one descriptor")
+        }
+        let channel = FileDescriptor(rawValue: descriptors[0])
+        do {
+            try channel.setNonBlocking()
+        } catch {
+            throw .system(operation: "fcntl an offer channel", errno: error.rawValue)
+        }
+        descriptors = []
+        return channel
+    }
+
+    /// The frame that makes a PortMessaging port adopt the descriptor sent with it.
+    private static let adoptFrame: [UInt8]? = try? WireCodec.encode(
+        WireMessage(kind: .adoptConnection, id: 0, components: [.descriptor(index: 0)]))
+
+    /// Sends the owner's end of a brokered connection through the owner's offer channel;
+    /// its port adopts it on its own loop, with no other thread in between. Never waits:
+    /// a channel that does not take the frame at once (its port gone, or so far behind that
+    /// the socket is full) loses this connection (the looker sees its peer gone); one that
+    /// took only part of it is broken, and the name's later offers go over the owner's
+    /// connection to the server instead.
+    private func offer(_ end: FileDescriptor, through channel: FileDescriptor, name: String) {
+        defer { try? end.close() }  // once sent, the kernel holds its own reference
+        guard let frame = Self.adoptFrame else { return }
+        let outcome = frame.withUnsafeBytes { raw in
+            Result { () throws(Errno) in try channel.send(raw, descriptors: [end.rawValue]) }
+        }
+        guard case .success(let sent) = outcome, sent > 0, sent < frame.count else { return }
+        channel.shutdown()
+        if names[name]?.offerChannel?.rawValue == channel.rawValue {
+            try? channel.close()
+            names[name]?.offerChannel = nil
         }
     }
 
@@ -474,6 +533,7 @@ final class NameServerCore: @unchecked Sendable {
         connection.watches = [:]
         for name in connection.names.sorted() {
             guard let holder = names.removeValue(forKey: name) else { continue }
+            try? holder.offerChannel?.close()
             notifyWatchers(.vanished, holder.owner)
         }
         connection.names = []

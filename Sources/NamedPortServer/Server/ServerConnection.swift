@@ -72,6 +72,11 @@ final class WaitingLookup {
 struct Registration {
     var owner: NameOwner
     var connectionID: UInt64
+    /// The registration's offer channel (non-blocking; the server's to close), a
+    /// connection into the owner's port: brokered connections go through it as the
+    /// PortMessaging frame that makes the port adopt them on its own loop. `nil` for a
+    /// version 1 client, whose offers go over its connection to the server.
+    var offerChannel: FileDescriptor?
 }
 
 /// A watch, keyed for the server's table.
