@@ -173,6 +173,70 @@ struct NameServerTests {
         #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
     }
 
+    /// Clients send no descriptors: one that does is disconnected unanswered and the
+    /// server keeps none of them, whether they fit one read (1) or the kernel truncates
+    /// them (8).
+    @Test(arguments: [1, 8]) func aClientSendingDescriptorsIsDisconnected(count: Int) throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        var ends: [CInt] = [-1, -1]
+        try #require(pipe(&ends) == 0)
+        let pipeReader = FileDescriptor(rawValue: ends[0])
+        defer { try? pipeReader.close() }
+        let socket = try UnixSocket.make(nonBlocking: false)
+        defer { try? socket.close() }
+        try UnixSocket.connect(socket, to: directory.address)
+
+        let hello = try WireMessage(
+            kind: .request, id: NameOperation.hello.rawValue, sequence: 1,
+            components: [NameField.integer(nameProtocolVersion)]
+        ).frame()
+        let copies = (0..<count).map { _ in dup(ends[1]) }
+        let sent = try hello.bytes.withUnsafeBytes { try socket.send($0, descriptors: copies) }
+        #expect(sent == hello.bytes.count)
+        closeDescriptors(copies + [ends[1]])
+
+        var buffer = [UInt8](repeating: 0, count: 256)
+        #expect(try socket.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
+        #expect(buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) } <= 0)
+        // Every copy of the pipe's write end is closed: its reader sees the end.
+        #expect(try pipeReader.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
+        #expect(buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) } == 0)
+        #expect(try waitFor { try server.counts().connections == 0 })
+    }
+
+    /// A version 1 client registers with no offer channel: the server sends it each
+    /// brokered connection as notice 100 over its connection, and that end works.
+    @Test func aVersion1OwnerGetsItsOffersOverItsConnection() throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address)
+        defer { server.stop() }
+        let owner = try RawNameClient(address: directory.address)
+        defer { owner.close() }
+        let hello = try owner.request(.hello, [NameField.integer(1)])
+        #expect(hello.message.id == NameStatus.ok.rawValue)
+        let registered = try owner.request(.register, [NameField.string("old")])
+        #expect(registered.message.id == NameStatus.ok.rawValue)
+
+        let user = try NameServerClient.connect(to: directory.address)
+        let port = try user.lookup("old")
+        let offer = try owner.next()
+        #expect(offer.message.kind == .message)
+        #expect(offer.message.id == NameNotice.connectionOffer.rawValue)
+        var fields = NameFieldReader(offer.message.components)
+        #expect(try fields.string() == "old")
+        #expect(try fields.port() == 0)
+        try #require(offer.descriptors.count == 1)
+
+        let loop = PortLoop()
+        let receiver = try loop.port { Array("old: \($0.text)".utf8) }
+        try receiver.adoptConnection(FileDescriptor(rawValue: offer.descriptors[0]))
+        #expect(try ask(port, "hi") == "old: hi")
+        port.invalidate()
+        receiver.invalidate()
+    }
+
     @Test func perConnectionLimitsAreEnforced() throws {
         let directory = TestDirectory()
         let policy = NameServerPolicy(maxNamesPerConnection: 2, maxWatchesPerConnection: 1, maxWaitingLookupsPerConnection: 1)
@@ -315,5 +379,47 @@ struct NameServerTests {
         #expect(finished.wait(until: .now + .seconds(120)) { $0 == count ? true : nil } == true)
         #expect(failures.withLock { $0 } == [])
         #expect(waitFor { (try? server.counts()) == NameServerCounts(connections: 0, names: 0, waitingLookups: 0, watches: 0) })
+    }
+}
+
+/// The name protocol spoken by hand, as a client of another version would.
+private final class RawNameClient {
+    private let socket: FileDescriptor
+    private var reader = FrameReader()
+    private var pending: [IncomingFrame] = []
+    private var sequence: UInt64 = 0
+
+    init(address: String) throws {
+        socket = try UnixSocket.make(nonBlocking: false)
+        try UnixSocket.connect(socket, to: address)
+    }
+
+    /// Sends a request and returns the next frame (its reply, as nothing else is waiting).
+    func request(_ operation: NameOperation, _ components: [WireComponent]) throws -> IncomingFrame {
+        sequence += 1
+        let frame = try WireMessage(kind: .request, id: operation.rawValue, sequence: sequence, components: components).frame()
+        let sent = try frame.bytes.withUnsafeBytes { try socket.send($0) }
+        #expect(sent == frame.bytes.count)
+        return try next()
+    }
+
+    /// The next frame the server sends, within 20 s.
+    func next() throws -> IncomingFrame {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while pending.isEmpty {
+            guard try socket.poll(CShort(POLLIN), timeout: deadline - .now) != 0 else {
+                throw NameServerError.timedOut(operation: "a frame from the server")
+            }
+            let (frames, end) = reader.read(from: socket)
+            pending += frames
+            if pending.isEmpty, end != nil { throw NameServerError.connectionLost(address: "the test's server") }
+        }
+        return pending.removeFirst()
+    }
+
+    func close() {
+        for frame in pending { closeDescriptors(frame.descriptors) }
+        reader.discard()
+        try? socket.close()
     }
 }

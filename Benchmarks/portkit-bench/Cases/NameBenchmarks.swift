@@ -15,6 +15,7 @@ enum NameBenchmarks: BenchmarkFamily {
             register(count: scale.count(500, quick: 20)),
             connectLookup(count: scale.count(200, quick: 10)),
             death(count: scale.count(30, quick: 3)),
+            deathFloor(count: scale.count(30, quick: 3)),
         ]
     }
 
@@ -22,7 +23,10 @@ enum NameBenchmarks: BenchmarkFamily {
 
     /// `names.lookup`: the median lookup on a kept connection (request → a send port
     /// connected to the owner, brokered socket pair and all), against `raw`: one bare
-    /// request/response over a connected Unix socket to a thread that answers it.
+    /// request/response over a connected Unix socket to a thread that answers it; and
+    /// against `raw-brokered`: the same plus the kernel work any brokered lookup needs (a
+    /// fresh socket pair, one end back to the caller and one to an owner thread that watches
+    /// it and closes it on hang-up), with no framing and no loop.
     static func lookup(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.lookup", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -48,6 +52,12 @@ enum NameBenchmarks: BenchmarkFamily {
                 return .init(
                     measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
                     stop: echo.stop)
+            },
+            BenchmarkImpl("raw-brokered") {
+                let broker = try RawNameBroker()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try broker.lookup() } },
+                    stop: broker.stop)
             },
         ])
     }
@@ -160,10 +170,89 @@ enum NameBenchmarks: BenchmarkFamily {
             BenchmarkImpl("raw") {
                 .init(measure: { try medianMicroseconds(count) { try rawDeathOnce() } })
             },
+            BenchmarkImpl("raw-relayed") {
+                let relay = try RawDeathRelay()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try relayedDeathOnce(relay) } },
+                    stop: relay.stop)
+            },
         ])
     }
 
-    private static func rawDeathOnce() throws -> Duration {
+    /// `raw`'s death told through a relay thread: the same victim, one hop more. As in the
+    /// PortKit impl, the relay takes its end before the victim is spawned.
+    private static func relayedDeathOnce(_ relay: RawDeathRelay) throws -> Duration {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        do {
+            try relay.watch(fds[0])
+        } catch {
+            close(fds[0])
+            close(fds[1])
+            throw error
+        }
+        let holder: pid_t
+        do {
+            holder = try spawnHolder(fds[1])
+        } catch {
+            close(fds[1])  // the relay sees the hang-up and closes its end
+            throw error
+        }
+        close(fds[1])
+        return try relay.killAndAwaitWord(holder)
+    }
+
+    // MARK: names.death-floor
+
+    /// `names.death-floor`: the kernel's part of `names.death` alone (SIGKILL → the other end
+    /// of a socket the victim held polls as hung up), for three kinds of victim. In
+    /// `do_exit` the kernel tears the address space down (`exit_mm`) before it closes the
+    /// files (`exit_files`), so the floor grows with the victim:
+    /// - `fresh-sleep`: `/bin/sleep` killed as soon as `posix_spawn` returns, still starting
+    ///   up: what `names.death` kills, in both of its impls;
+    /// - `settled-sleep`: `/bin/sleep` once it sleeps (its `/proc` state is `S`);
+    /// - `settled-swift`: this executable (Swift, Foundation, PortKit loaded) as its
+    ///   `raw-echo` child, once it has echoed a byte and sleeps in `read`: an owner of the
+    ///   kind a PortKit program is.
+    static func deathFloor(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "names.death-floor", unit: "µs", impls: [
+            BenchmarkImpl("fresh-sleep") {
+                .init(measure: { try medianMicroseconds(count) { try rawDeathOnce() } })
+            },
+            BenchmarkImpl("settled-sleep") {
+                .init(measure: { try medianMicroseconds(count) { try rawDeathOnce(settled: true) } })
+            },
+            BenchmarkImpl("settled-swift") {
+                .init(measure: { try medianMicroseconds(count) { try swiftDeathOnce() } })
+            },
+        ])
+    }
+
+    /// SIGKILL of this executable's `raw-echo` child, settled, until its channel hangs up.
+    private static func swiftDeathOnce() throws -> Duration {
+        var fds: [CInt] = [0, 0]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
+        }
+        defer { close(fds[0]) }
+        let child = try BenchProcess.spawn(["raw-echo"], descriptors: [fds[1]])
+        close(fds[1])
+        var byte: UInt8 = 1
+        guard send(fds[0], &byte, 1, CInt(MSG_NOSIGNAL)) == 1, recv(fds[0], &byte, 1, 0) == 1 else {
+            kill(child.pid, SIGKILL)
+            var status: CInt = 0
+            waitpid(child.pid, &status, 0)
+            throw BenchmarkError.lastSystemError("echo from the raw-echo child")
+        }
+        try waitUntilAsleep(child.pid)
+        return try killAndAwaitHangUp(child.pid, fds[0])
+    }
+
+    /// SIGKILL of a `/bin/sleep` holding one end of a socket pair until this end polls as
+    /// hung up; `settled`: once the sleep sleeps, else at once after the spawn.
+    private static func rawDeathOnce(settled: Bool = false) throws -> Duration {
         var fds: [CInt] = [0, 0]
         guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
             throw BenchmarkError.lastSystemError("socketpair")
@@ -171,15 +260,40 @@ enum NameBenchmarks: BenchmarkFamily {
         defer { close(fds[0]) }
         let holder = try spawnHolder(fds[1])
         close(fds[1])
+        if settled { try waitUntilAsleep(holder) }
+        return try killAndAwaitHangUp(holder, fds[0])
+    }
+
+    private static func killAndAwaitHangUp(_ pid: pid_t, _ socket: CInt) throws -> Duration {
         let start = ContinuousClock.now
-        kill(holder, SIGKILL)
-        var poller = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+        kill(pid, SIGKILL)
+        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
         let ready = poll(&poller, 1, 10_000)
         let elapsed = start.duration(to: .now)
         var status: CInt = 0
-        waitpid(holder, &status, 0)
+        waitpid(pid, &status, 0)
         guard ready == 1 else { throw BenchmarkError.timedOut("the holder's end to hang up") }
         return elapsed
+    }
+
+    /// Polls `/proc/PID/stat` until the process sleeps (state `S`), for at most 5 s.
+    private static func waitUntilAsleep(_ pid: pid_t) throws {
+        let path = "/proc/\(pid)/stat"
+        let deadline = ContinuousClock.now + .seconds(5)
+        var buffer = [UInt8](repeating: 0, count: 512)
+        while ContinuousClock.now < deadline {
+            let file = open(path, O_RDONLY | O_CLOEXEC)
+            guard file >= 0 else { throw BenchmarkError.lastSystemError("open \(path)") }
+            let count = buffer.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+            close(file)
+            // The state is the field after the command name, which ends with the last ')'.
+            if count > 0, let close = buffer[..<count].lastIndex(of: UInt8(ascii: ")")), close + 2 < count,
+               buffer[close + 2] == UInt8(ascii: "S") {
+                return
+            }
+            sched_yield()
+        }
+        throw BenchmarkError.timedOut("process \(pid) to sleep")
     }
 
     private static func deathOnce(_ address: String, _ watch: NameWatch) throws -> Duration {

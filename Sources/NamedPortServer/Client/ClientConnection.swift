@@ -158,18 +158,22 @@ final class ClientConnection: Sendable {
     /// Sends a request and waits for its reply until `deadline`.
     /// - Returns: the ok reply (its descriptors are the caller's).
     /// - Throws: the error an error reply stands for; `timedOut`; `connectionLost`.
+    /// - Parameter descriptors: sent with the request (its port components refer to them);
+    ///   closed here once sent, or when the request fails.
     func request(
-        _ operation: NameOperation, _ components: [WireComponent], deadline: ContinuousClock.Instant,
-        describing what: @autoclosure () -> String
+        _ operation: NameOperation, _ components: [WireComponent], descriptors: [CInt] = [],
+        deadline: ContinuousClock.Instant, describing what: @autoclosure () -> String
     ) throws(NameServerError) -> IncomingFrame {
-        try request(rawOperation: operation.rawValue, components, deadline: deadline, describing: what())
+        try request(rawOperation: operation.rawValue, components, descriptors: descriptors, deadline: deadline, describing: what())
     }
 
     /// `request` with any operation number (tests send unknown ones).
     func request(
-        rawOperation operation: UInt32, _ components: [WireComponent], deadline: ContinuousClock.Instant,
-        describing what: @autoclosure () -> String
+        rawOperation operation: UInt32, _ components: [WireComponent], descriptors: [CInt] = [],
+        deadline: ContinuousClock.Instant, describing what: @autoclosure () -> String
     ) throws(NameServerError) -> IncomingFrame {
+        // Ours until sent: the kernel then holds its own references.
+        defer { closeDescriptors(descriptors) }
         let sequence = try state.withLock { (state) throws(NameServerError) -> UInt64 in
             if let ended = state.ended { throw ended }
             let sequence = state.nextSequence
@@ -179,7 +183,7 @@ final class ClientConnection: Sendable {
         }
         do {
             let message = WireMessage(kind: .request, id: operation, sequence: sequence, components: components)
-            try write(try message.frame(), deadline: deadline)
+            try write(try message.frame(with: descriptors), deadline: deadline)
         } catch {
             state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
             throw error
@@ -287,9 +291,11 @@ final class ClientConnection: Sendable {
             var offset = 0
             while offset < frame.bytes.count {
                 let start = offset
+                // The descriptors go with the first byte.
+                let descriptors = offset == 0 ? frame.descriptors : []
                 let outcome = frame.bytes.withUnsafeBytes { raw in
                     Result { () throws(Errno) in
-                        try socket.send(UnsafeRawBufferPointer(rebasing: raw[start...]))
+                        try socket.send(UnsafeRawBufferPointer(rebasing: raw[start...]), descriptors: descriptors)
                     }
                 }
                 switch outcome {

@@ -28,10 +28,13 @@ public final class NameServerClient: Sendable {
     /// How long a call waits for the server's answer (beyond a wait it asked for).
     public let timeout: Duration
     private let connection: ClientConnection
+    /// The protocol version the server speaks (from 2 on it takes offer channels).
+    private let serverVersion: UInt64
 
-    private init(connection: ClientConnection, serverPID: Int32, timeout: Duration) {
+    private init(connection: ClientConnection, serverPID: Int32, serverVersion: UInt64, timeout: Duration) {
         self.connection = connection
         self.serverPID = serverPID
+        self.serverVersion = serverVersion
         self.timeout = timeout
     }
 
@@ -75,7 +78,9 @@ public final class NameServerClient: Sendable {
                 describing: "the name server at \(address) to say hello")
             var fields = NameFieldReader(hello.message.components)
             let pid = try fields.pid()
-            return NameServerClient(connection: connection, serverPID: pid, timeout: timeout)
+            _ = try fields.uid()
+            let version = try fields.integer()
+            return NameServerClient(connection: connection, serverPID: pid, serverVersion: version, timeout: timeout)
         } catch {
             connection.close()
             if case .connectionLost = error {
@@ -98,13 +103,37 @@ public final class NameServerClient: Sendable {
     public func register(_ name: String, port: ReceivePort) throws(NameServerError) {
         try NameRules.validate(name)
         try connection.addRegistration(name, port)
+        var fields = [NameField.string(name)]
+        var descriptors: [CInt] = []
+        if serverVersion >= 2, let channel = Self.offerChannel(into: port) {
+            fields.append(.port(index: 0))
+            descriptors.append(channel.rawValue)
+        }
         do {
             _ = try connection.request(
-                .register, [NameField.string(name)], deadline: .now + timeout, describing: "registering '\(name)'")
+                .register, fields, descriptors: descriptors, deadline: .now + timeout, describing: "registering '\(name)'")
         } catch {
             connection.removeRegistration(name, port)
             throw error
         }
+    }
+
+    /// A new connection into `port` whose other end, returned, goes to the server: the
+    /// server sends the connections it brokers for the name through it, and the port adopts
+    /// each on its own loop, with no thread of this client in between. `nil` when no
+    /// socket pair can be made or the port refuses it (invalidated): the server then offers
+    /// over this client's connection, as to a version 1 client.
+    private static func offerChannel(into port: ReceivePort) -> FileDescriptor? {
+        guard let (portEnd, serverEnd) = try? FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: true) else {
+            return nil
+        }
+        do {
+            try port.adoptConnection(portEnd)  // takes the end even when it refuses it
+        } catch {
+            try? serverEnd.close()
+            return nil
+        }
+        return serverEnd
     }
 
     /// Releases a name this client registered. Connections already made to its port stay.

@@ -22,6 +22,13 @@ struct FrameReader {
     private var unclaimed: [CInt] = []
     private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
 
+    /// Descriptors one read can take. A stream `recvmsg` returns the descriptors of one
+    /// `sendmsg` at most, and the name protocol sends at most one per frame, a frame per
+    /// `sendmsg` (clients send none): more means a peer that does not speak it, and the
+    /// kernel's MSG_CTRUNC ends the stream as malformed. Small, because the space for them is
+    /// made on every read.
+    static let maxDescriptorsPerRead = 4
+
     /// Reads what the socket holds, up to `budget` reads (the loop is level-triggered and
     /// calls again), and returns the whole frames, in order, and how the stream ended if
     /// it did. Frames before an end are still returned; their descriptors are theirs.
@@ -29,7 +36,7 @@ struct FrameReader {
         var frames: [IncomingFrame] = []
         for _ in 0..<budget {
             let outcome = buffer.withUnsafeMutableBytes { raw in
-                Result { () throws(Errno) in try socket.receive(into: raw, maxDescriptors: 253) }
+                Result { () throws(Errno) in try socket.receive(into: raw, maxDescriptors: Self.maxDescriptorsPerRead) }
             }
             let received: FileDescriptor.Received
             switch outcome {
@@ -80,6 +87,14 @@ struct FrameReader {
                 return .malformed("\(error)")
             }
         }
+    }
+
+    /// Whether more descriptors wait unclaimed than the frame still arriving may take
+    /// (`perFrame`; none once no frame is partly read): descriptors sent with frames that
+    /// announced fewer. A descriptor arrives with the first byte of its frame, so a frame
+    /// read in part holds its own until the rest comes.
+    func hasStrayDescriptors(perFrame: Int) -> Bool {
+        unclaimed.count > (splitter.bufferedByteCount > 0 ? perFrame : 0)
     }
 
     /// Closes the descriptors no frame claimed; call once the stream is done with.

@@ -7,14 +7,18 @@ import PortMessaging
 // field is one bytes component: a string as UTF-8, an integer as 8 bytes little-endian.
 // A brokered connection travels as a port component (SCM_RIGHTS).
 
-/// The protocol version the hello exchange carries.
-let nameProtocolVersion: UInt64 = 1
+/// The protocol version the hello exchange carries. Version 2 adds the offer channel of a
+/// registration (docs/NAMES.md); a version 2 server serves version 1 clients too.
+let nameProtocolVersion: UInt64 = 2
+
+/// The oldest version a server still serves.
+let oldestNameProtocolVersion: UInt64 = 1
 
 /// What a request asks for: the id of a `.request` frame.
 package enum NameOperation: UInt32, Sendable {
     /// [version] → ok [server pid, server uid, version]
     case hello = 1
-    /// [name] → ok []
+    /// [name, offer channel (port, optional, version 2)] → ok []
     case register = 2
     /// [name] → ok []
     case unregister = 3

@@ -71,6 +71,7 @@ final class NameServerCore: @unchecked Sendable {
         waiters = [:]
         waitersByName = [:]
         watchers = [:]
+        for registration in names.values { try? registration.offerChannel?.close() }
         names = [:]
         for connection in connections.values {
             connection.source?.invalidate()
@@ -144,7 +145,7 @@ final class NameServerCore: @unchecked Sendable {
         do {
             try loop.add(source, forMode: .default)
         } catch {
-            doom(connection, "cannot watch its socket: \(error)")
+            doom(connection, .refused("cannot watch its socket: \(error)"))
         }
     }
 
@@ -155,6 +156,10 @@ final class NameServerCore: @unchecked Sendable {
         if events.contains(.writable) { flush(connection) }
         if !events.subtracting(.writable).isEmpty {
             let (frames, end) = connection.reader.read(from: connection.socket)
+            if connection.reader.hasStrayDescriptors(perFrame: 1) {
+                // Only a register carries one; kept, strays would pile up until the end.
+                doom(connection, .refused("sent descriptors, which no request takes"))
+            }
             for frame in frames {
                 if connection.isDoomed {
                     closeDescriptors(frame.descriptors)
@@ -162,20 +167,26 @@ final class NameServerCore: @unchecked Sendable {
                     handle(frame, from: connection)
                 }
             }
-            if let end { doom(connection, "\(end)") }
+            if let end { doom(connection, .stream(end)) }
         }
         settle()
     }
 
     private func handle(_ frame: IncomingFrame, from connection: ServerConnection) {
         let message = frame.message
-        guard frame.descriptors.isEmpty else {
+        // A register may carry one descriptor (its offer channel); no other request any.
+        guard frame.descriptors.isEmpty
+            || (frame.descriptors.count == 1 && message.kind == .request && message.id == NameOperation.register.rawValue)
+        else {
             closeDescriptors(frame.descriptors)
-            doom(connection, "sent descriptors, which no request takes")
+            doom(connection, .refused("sent descriptors, which no request takes"))
             return
         }
+        // What the request does not take over is closed once it is answered.
+        var descriptors = frame.descriptors
+        defer { closeDescriptors(descriptors) }
         guard message.kind == .request else {
-            doom(connection, "sent a frame of kind \(message.kind), only requests are taken")
+            doom(connection, .refused("sent a frame of kind \(message.kind), only requests are taken"))
             return
         }
         guard let operation = NameOperation(rawValue: message.id) else {
@@ -184,7 +195,7 @@ final class NameServerCore: @unchecked Sendable {
         }
         var fields = NameFieldReader(message.components)
         do throws(NameServerError) {
-            switch try perform(operation, &fields, connection, sequence: message.sequence) {
+            switch try perform(operation, &fields, &descriptors, connection, sequence: message.sequence) {
             case .reply(let answer, let then):
                 reply(to: connection, message.sequence, .success(answer))
                 then?()
@@ -219,8 +230,10 @@ final class NameServerCore: @unchecked Sendable {
     }
 
     /// Carries out one request.
+    /// `descriptors` came with the request; one it keeps is removed from the list.
     private func perform(
-        _ operation: NameOperation, _ fields: inout NameFieldReader, _ connection: ServerConnection, sequence: UInt64
+        _ operation: NameOperation, _ fields: inout NameFieldReader, _ descriptors: inout [CInt],
+        _ connection: ServerConnection, sequence: UInt64
     ) throws(NameServerError) -> RequestOutcome {
         if operation != .hello {
             guard policy.admits(connection.uid) else {
@@ -230,8 +243,9 @@ final class NameServerCore: @unchecked Sendable {
         switch operation {
         case .hello:
             let version = try fields.integer()
-            guard version == nameProtocolVersion else {
-                throw .protocolError("protocol version \(version) asked, this server speaks \(nameProtocolVersion)")
+            guard (oldestNameProtocolVersion...nameProtocolVersion).contains(version) else {
+                throw .protocolError(
+                    "protocol version \(version) asked, this server speaks \(oldestNameProtocolVersion) to \(nameProtocolVersion)")
             }
             return .reply([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)])
 
@@ -241,8 +255,9 @@ final class NameServerCore: @unchecked Sendable {
             guard connection.names.count < policy.maxNamesPerConnection else {
                 throw .limitExceeded(what: "names per connection", limit: policy.maxNamesPerConnection)
             }
+            let channel = try offerChannel(&fields, &descriptors)
             let owner = NameOwner(name: name, pid: connection.pid, uid: connection.uid)
-            names[name] = Registration(owner: owner, connectionID: connection.id)
+            names[name] = Registration(owner: owner, connectionID: connection.id, offerChannel: channel)
             connection.names.insert(name)
             return .reply([]) { [unowned self] in
                 self.notifyWatchers(.appeared, owner)
@@ -254,6 +269,7 @@ final class NameServerCore: @unchecked Sendable {
             guard let holder = names[name] else { throw .notFound(name: name) }
             guard holder.connectionID == connection.id else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
             names[name] = nil
+            try? holder.offerChannel?.close()
             connection.names.remove(name)
             return .reply([]) { [unowned self] in self.notifyWatchers(.vanished, holder.owner) }
 
@@ -312,14 +328,61 @@ final class NameServerCore: @unchecked Sendable {
         } catch {
             throw .system(operation: "socketpair", errno: error.rawValue)
         }
-        let offer = WireMessage(
-            kind: .message, id: NameNotice.connectionOffer.rawValue,
-            components: [NameField.string(holder.owner.name), .port(index: 0)])
-        // The reply is queued (and flushed) before the offer: the looker's answer is on the
+        // The reply is written before the offer is even made: the looker's answer is on the
         // critical path, the owner's adoption is not (what the looker sends waits in the
         // socket until the owner reads it).
+        let name = holder.owner.name
         return Answer(components: identity + [.port(index: 0)], descriptors: [ends.1.rawValue]) { [unowned self] in
-            self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+            if let channel = holder.offerChannel {
+                self.offer(ends.0, through: channel, name: name)
+            } else {
+                let offer = WireMessage(
+                    kind: .message, id: NameNotice.connectionOffer.rawValue, components: [NameField.string(name), .port(index: 0)])
+                self.send(offer, descriptors: [ends.0.rawValue], to: owner)
+            }
+        }
+    }
+
+    /// The offer channel a register carries (version 2), made non-blocking; `nil` if none.
+    private func offerChannel(_ fields: inout NameFieldReader, _ descriptors: inout [CInt]) throws(NameServerError) -> FileDescriptor? {
+        guard !fields.atEnd else {
+            guard descriptors.isEmpty else { throw .protocolError("a descriptor without its field") }
+            return nil
+        }
+        guard try fields.port() == 0, descriptors.count == 1 else {
+            throw .protocolError("an offer channel must be the register's one descriptor")
+        }
+        let channel = FileDescriptor(rawValue: descriptors[0])
+        do {
+            try channel.setNonBlocking()
+        } catch {
+            throw .system(operation: "fcntl an offer channel", errno: error.rawValue)
+        }
+        descriptors = []
+        return channel
+    }
+
+    /// The frame that makes a PortMessaging port adopt the descriptor sent with it.
+    private static let adoptFrame: [UInt8]? = try? WireCodec.encode(
+        WireMessage(kind: .adoptConnection, id: 0, components: [.descriptor(index: 0)]))
+
+    /// Sends the owner's end of a brokered connection through the owner's offer channel;
+    /// its port adopts it on its own loop, with no other thread in between. Never waits:
+    /// a channel that does not take the frame at once (its port gone, or so far behind that
+    /// the socket is full) loses this connection (the looker sees its peer gone); one that
+    /// took only part of it is broken, and the name's later offers go over the owner's
+    /// connection to the server instead.
+    private func offer(_ end: FileDescriptor, through channel: FileDescriptor, name: String) {
+        defer { try? end.close() }  // once sent, the kernel holds its own reference
+        guard let frame = Self.adoptFrame else { return }
+        let outcome = frame.withUnsafeBytes { raw in
+            Result { () throws(Errno) in try channel.send(raw, descriptors: [end.rawValue]) }
+        }
+        guard case .success(let sent) = outcome, sent > 0, sent < frame.count else { return }
+        channel.shutdown()
+        if names[name]?.offerChannel?.rawValue == channel.rawValue {
+            try? channel.close()
+            names[name]?.offerChannel = nil
         }
     }
 
@@ -388,7 +451,12 @@ final class NameServerCore: @unchecked Sendable {
         case .success(let answer):
             let message = WireMessage(kind: .reply, id: NameStatus.ok.rawValue, sequence: sequence, components: answer.components)
             send(message, descriptors: answer.descriptors, to: connection)
-            answer.then?()
+            if let then = answer.then {
+                // What the request causes for others (an owner's offer, watchers' events)
+                // waits until the requester's answer is written, not just queued.
+                if connection.hasUnflushedOutput { flush(connection) }
+                then()
+            }
         case .failure(let error):
             let (status, components) = NameReply.encode(error)
             send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
@@ -405,12 +473,12 @@ final class NameServerCore: @unchecked Sendable {
             frame = try message.frame(with: descriptors)
         } catch {
             closeDescriptors(descriptors)
-            doom(connection, "\(error)")
+            doom(connection, .refused("\(error)"))
             return
         }
         connection.output.append(frame)
         guard connection.output.queuedBytes <= policy.maxQueuedBytesPerConnection else {
-            doom(connection, "does not read: \(connection.output.queuedBytes) bytes queued")
+            doom(connection, .refused("does not read: \(connection.output.queuedBytes) bytes queued"))
             return
         }
         if !connection.hasUnflushedOutput {
@@ -425,39 +493,39 @@ final class NameServerCore: @unchecked Sendable {
         switch connection.output.flush(to: connection.socket) {
         case .drained: watch(connection, writable: false)
         case .blocked: watch(connection, writable: true)
-        case .failed(let error): doom(connection, "write failed: \(error)")
+        case .failed(let error): doom(connection, .refused("write failed: \(error)"))
         }
     }
 
     // MARK: Ending connections
 
-    private func doom(_ connection: ServerConnection, _ reason: String) {
+    private func doom(_ connection: ServerConnection, _ reason: ConnectionEnd) {
         guard !connection.isDoomed else { return }
         connection.isDoomed = true
         connection.doomReason = reason
         doomed.append(connection)
     }
 
-    /// The end of every callback: write what was queued, close what must go (which may
-    /// queue watch events for others), until nothing is left.
+    /// The end of every callback: release what must go (queuing `vanished` for its
+    /// watchers), write what was queued, then tear the released connections down, until
+    /// nothing is left. Watchers are written to before a dead connection's socket and
+    /// source are closed: telling them is the latency that counts, closing costs more.
     private func settle() {
         while !unflushed.isEmpty || !doomed.isEmpty {
+            let toClose = doomed
+            doomed = []
+            for connection in toClose { release(connection) }
             let toFlush = unflushed
             unflushed = []
             for connection in toFlush { flush(connection) }
-            let toClose = doomed
-            doomed = []
-            for connection in toClose { close(connection) }
+            for connection in toClose { tearDown(connection) }
         }
     }
 
-    private func close(_ connection: ServerConnection) {
+    /// Forgets a doomed connection: its waiting lookups and watches are dropped, its names
+    /// released in name order and their watchers told (queued, not yet written).
+    private func release(_ connection: ServerConnection) {
         guard connections.removeValue(forKey: connection.id) != nil else { return }
-        connection.source?.invalidate()
-        connection.source = nil
-        connection.output.discard()
-        connection.reader.discard()
-        try? connection.socket.close()
         for id in connection.waitingLookups { _ = removeWaiter(id) }
         for watchID in connection.watches.keys {
             watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
@@ -465,8 +533,18 @@ final class NameServerCore: @unchecked Sendable {
         connection.watches = [:]
         for name in connection.names.sorted() {
             guard let holder = names.removeValue(forKey: name) else { continue }
+            try? holder.offerChannel?.close()
             notifyWatchers(.vanished, holder.owner)
         }
         connection.names = []
+    }
+
+    /// Closes a released connection's source, socket and unsent descriptors.
+    private func tearDown(_ connection: ServerConnection) {
+        connection.source?.invalidate()
+        connection.source = nil
+        connection.output.discard()
+        connection.reader.discard()
+        try? connection.socket.close()
     }
 }

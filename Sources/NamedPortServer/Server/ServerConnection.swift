@@ -30,7 +30,7 @@ final class ServerConnection {
     /// of the current loop callback.
     var isDoomed = false
     /// Why, for the log of a server that wants one.
-    var doomReason: String?
+    var doomReason: ConnectionEnd?
 
     init(id: UInt64, socket: FileDescriptor, pid: Int32, uid: UInt32) {
         self.id = id
@@ -38,6 +38,15 @@ final class ServerConnection {
         self.pid = pid
         self.uid = uid
     }
+}
+
+/// Why the server ends a connection. A plain value, so the usual end (the client closed
+/// or died) costs no string formatting on the path that tells watchers.
+enum ConnectionEnd {
+    /// The stream ended: closed by the client, failed, or malformed.
+    case stream(StreamEnd)
+    /// The server refused the client's behaviour or could not serve it.
+    case refused(String)
 }
 
 /// A lookup waiting for its name to be registered.
@@ -63,6 +72,11 @@ final class WaitingLookup {
 struct Registration {
     var owner: NameOwner
     var connectionID: UInt64
+    /// The registration's offer channel (non-blocking; the server's to close), a
+    /// connection into the owner's port: brokered connections go through it as the
+    /// PortMessaging frame that makes the port adopt them on its own loop. `nil` for a
+    /// version 1 client, whose offers go over its connection to the server.
+    var offerChannel: FileDescriptor?
 }
 
 /// A watch, keyed for the server's table.
