@@ -242,9 +242,10 @@ public final class ReceivePort: Sendable {
         case .request:
             let reply = state.withLock({ $0.schedule?.handler })?(message) ?? Message(id: message.id)
             do {
-                let frame = try WireMapping.frame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits)
-                defer { frame.closeTransient() }
-                try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: .now + Self.replySendTimeout)
+                try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
+                    (frame, descriptors) throws(PortError) in
+                    try connection.write(frame, descriptors: descriptors, deadline: .now + Self.replySendTimeout)
+                }
             } catch {
                 // The requester sees its receive timeout; nothing else can be told.
             }

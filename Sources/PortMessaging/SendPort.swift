@@ -94,20 +94,10 @@ public final class SendPort: Sendable {
             guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
             return try result.get()
         case .connection(let connection):
-            // An unbound connection is read by its requester: one request at a time.
-            guard Connection.claimToken(connection.requestToken, until: sendDeadline) else { throw .sendTimedOut }
-            defer {
-                connection.requestToken.withLock { $0 = false }
-                connection.requestToken.broadcast()
-            }
-            let sequence = connection.nextSequence()
-            connection.expectReply(sequence)
-            do {
-                try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
-            } catch {
-                connection.abandonReply(sequence)
-                throw error
-            }
+            // One request at a time per connection: its reply is matched to it.
+            guard let sequence = connection.beginRequest(until: sendDeadline) else { throw .sendTimedOut }
+            defer { connection.endRequest() }
+            try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
             return try connection.awaitReply(sequence, deadline: receiveTimeout.map { ContinuousClock.now + $0 })
         }
     }
@@ -149,9 +139,10 @@ public final class SendPort: Sendable {
     // MARK: Internals
 
     private func write(_ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?) throws(PortError) {
-        let frame = try WireMapping.frame(for: message, kind: kind, sequence: sequence, limits: connection.limits)
-        defer { frame.closeTransient() }
-        try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: deadline)
+        try WireMapping.withFrame(for: message, kind: kind, sequence: sequence, limits: connection.limits) {
+            (frame, descriptors) throws(PortError) in
+            try connection.write(frame, descriptors: descriptors, deadline: deadline)
+        }
     }
 
     /// Sends the check-in of the protocol: the worker's port travels as the reply port, or,
