@@ -58,12 +58,15 @@ public final class SendPort: Sendable {
     ///   `.descriptorsNeedASocket`.
     public func send(_ message: Message, timeout: Duration? = nil) throws(PortError) {
         try checkValid()
-        let deadline = timeout.map { ContinuousClock.now + $0 }
         switch route {
         case .local(let port):
-            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes)), deadline: deadline)
+            // The clock is read only if the queue is full: the timeout is how long to wait
+            // for room, counted from finding none.
+            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes))) {
+                timeout.map { ContinuousClock.now + $0 }
+            }
         case .connection(let connection):
-            try write(message, kind: .message, sequence: 0, on: connection, deadline: deadline)
+            try write(message, kind: .message, sequence: 0, on: connection, deadline: timeout.map { ContinuousClock.now + $0 })
         }
     }
 
@@ -184,9 +187,16 @@ public final class SendPort: Sendable {
     /// receiver owns its own (as it would across processes).
     static func localCopy(of message: Message, limit: Int) throws(PortError) -> Message {
         var size = 0
-        for case .data(let bytes) in message.components { size += bytes.count }
+        var hasDescriptors = false
+        for component in message.components {
+            switch component {
+            case .data(let bytes): size += bytes.count
+            case .descriptor: hasDescriptors = true
+            case .port: break
+            }
+        }
         guard size <= limit else { throw .messageTooLarge(size: size, limit: limit) }
-        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return message }
+        guard hasDescriptors else { return message }
         var copy = message
         for (index, component) in message.components.enumerated() {
             guard case .descriptor(let fd) = component else { continue }

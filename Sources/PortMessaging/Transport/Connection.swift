@@ -57,6 +57,9 @@ final class Connection: Sendable {
         /// Kept from one read to the next (uninitialized memory), made on the first read:
         /// making and zeroing a fresh buffer for every read was most of a small round trip.
         var buffer: UnsafeMutableRawBufferPointer?
+        /// The emptied array of the last read that brought several frames, kept for its
+        /// capacity (a stream of small messages brings hundreds per read).
+        var spareDeliveries: [Delivery] = []
     }
 
     /// One request at a time per connection: whoever sends a request holds the connection
@@ -229,14 +232,14 @@ final class Connection: Sendable {
             if case .none = first, rest.isEmpty { first = delivery } else { rest.append(delivery) }
         }
 
-        /// Hands each delivery to `deliver`, in order, and empties the batch.
+        /// Hands each delivery to `deliver`, in order, and empties the batch (keeping the
+        /// array's capacity).
         mutating func drain(_ deliver: (Delivery) -> Void) {
             guard let head = first.take() else { return }
             deliver(head)
             guard !rest.isEmpty else { return }
-            var others: [Delivery] = []
-            swap(&others, &rest)
-            for delivery in others { deliver(delivery) }
+            for index in rest.indices { deliver(rest[index]) }
+            rest.removeAll(keepingCapacity: true)
         }
     }
 
@@ -255,6 +258,14 @@ final class Connection: Sendable {
     /// (the connection is then closed, after the frames before the break were delivered).
     private func readAvailable(maxChunks: Int, _ deliver: (Delivery) -> Void) -> Bool {
         var batch = Deliveries()
+        defer {
+            // The array of a many-frame read goes back for the next one.
+            if batch.rest.capacity > 0 {
+                inbound.withLock { state in
+                    if state.spareDeliveries.capacity < batch.rest.capacity { swap(&state.spareDeliveries, &batch.rest) }
+                }
+            }
+        }
         for _ in 0..<maxChunks {
             let outcome = inbound.withLock { state in readOnce(&state, into: &batch) }
             batch.drain(deliver)
@@ -301,6 +312,9 @@ final class Connection: Sendable {
         }
         if count == 0 { return .closed(.peerDied) }
         let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+        if batch.rest.capacity == 0 && state.spareDeliveries.capacity > 0 {
+            swap(&batch.rest, &state.spareDeliveries)
+        }
         do throws(PortError) {
             if state.splitter.bufferedByteCount == 0 {
                 var offset = 0
