@@ -45,7 +45,13 @@ public final class ReceivePort: Sendable {
         /// The scheduled port's source and handler, kept here too, so that a sender and a
         /// drain find them in the lock hold they need anyway.
         var source: LoopSource?
-        var handler: (@Sendable (Message) -> Message?)?
+        var handler: Handler?
+    }
+
+    /// A port's handler, wrapped: a bare closure handed out through a lock's generic
+    /// `withLock` is re-abstracted, which allocates on every call; a struct is not.
+    struct Handler {
+        let body: @Sendable (Message) -> Message?
     }
 
     struct Schedule {
@@ -102,7 +108,7 @@ public final class ReceivePort: Sendable {
         let pending = queue.withLock { queue -> Bool in
             guard queue.valid else { return false }
             queue.source = source
-            queue.handler = handler
+            queue.handler = Handler(body: handler)
             return !queue.envelopes.isEmpty
         }
         if pending { source.signal() }
@@ -218,7 +224,7 @@ public final class ReceivePort: Sendable {
         var batch: [Envelope] = []
         defer { queue.withLock { queue in if queue.spare.capacity < batch.capacity { swap(&queue.spare, &batch) } } }
         for _ in 0..<Self.batchesPerDrain {
-            let taken = queue.withLock { queue -> (Bool, (@Sendable (Message) -> Message?)?) in
+            let taken = queue.withLock { queue -> (Bool, Handler?) in
                 if batch.capacity < queue.spare.capacity { swap(&batch, &queue.spare) }
                 swap(&batch, &queue.envelopes)
                 defer { queue.sendersWaiting = false }
@@ -241,7 +247,7 @@ public final class ReceivePort: Sendable {
                     if let port = envelope.message.replyPort { checkedIn(port) }
                     continue
                 }
-                let reply = handler(envelope.message)
+                let reply = handler.body(envelope.message)
                 envelope.reply?.fulfil(reply ?? Message(id: envelope.message.id))
             }
             batch.removeAll(keepingCapacity: true)
@@ -283,13 +289,20 @@ public final class ReceivePort: Sendable {
         }
     }
 
-    /// A message from a connection, on the loop's thread.
-    func receive(_ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection) {
+    /// The handler of a scheduled port, looked up once for a batch of deliveries.
+    var handler: Handler? { queue.withLock { $0.handler } }
+
+    /// A message from a connection, on the loop's thread, for `handler` (the port's,
+    /// looked up once per read rather than once per message).
+    func receive(
+        _ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection,
+        handler: Handler?
+    ) {
         switch kind {
         case .checkIn:
             checkedIn(message.replyPort ?? SendPort(connection: connection))
         case .request:
-            let reply = state.withLock({ $0.schedule?.handler })?(message) ?? Message(id: message.id)
+            let reply = handler?.body(message) ?? Message(id: message.id)
             do {
                 try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
                     (frame, descriptors) throws(PortError) in
@@ -299,7 +312,7 @@ public final class ReceivePort: Sendable {
                 // The requester sees its receive timeout; nothing else can be told.
             }
         case .message, .reply, .adoptConnection:
-            _ = state.withLock({ $0.schedule?.handler })?(message)
+            _ = handler?.body(message)
         }
     }
 

@@ -1,6 +1,7 @@
 import CPortKitSystem
 import Glibc
 import PermanentThread
+import Synchronization
 
 extension WireLimits {
     /// The limits of a connection whose messages may carry `maxMessageBytes` of bytes
@@ -50,6 +51,9 @@ final class Connection: Sendable {
     private let replies = ConditionLock(Replies())
     /// Whether the connection is open, and what it is bound to.
     private let life = Locked(Life())
+    /// `life.open`, readable without the lock (every write checks it); cleared in `close`
+    /// under `life`'s lock.
+    private let openFlag = Atomic<Bool>(true)
 
     struct Inbound {
         var splitter: WireFrameSplitter
@@ -123,7 +127,7 @@ final class Connection: Sendable {
         }
     }
 
-    var isOpen: Bool { life.withLock { $0.open } }
+    var isOpen: Bool { openFlag.load(ordering: .acquiring) }
 
     /// Runs `handler` once when the connection closes (at once if it is closed already).
     func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
@@ -144,7 +148,22 @@ final class Connection: Sendable {
     func write(_ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) {
         guard isOpen else { throw replies.withLock { $0.failure } ?? .invalidPort }
         if !descriptors.isEmpty && !carriesDescriptors { throw .descriptorsNeedASocket }
-        guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
+        // The usual case in one lock hold: the token is free and the whole frame goes out in
+        // one non-blocking write, made while holding the lock (other writers wait for the
+        // length of one system call). Only otherwise is the token taken for the slow path.
+        var first: Result<Int, Errno>?
+        let done = writing.withLock { busy -> Bool in
+            if busy { return false }
+            let result = writeSome(frame, descriptors: descriptors)
+            if case .success(let written) = result, written == frame.count { return true }
+            first = result
+            busy = true
+            return false
+        }
+        if done { return }
+        if first == nil {
+            guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
+        }
         defer {
             writing.withLock { $0 = false }
             writing.broadcast()
@@ -152,7 +171,11 @@ final class Connection: Sendable {
         var offset = 0
         var pending = descriptors
         while offset < frame.count {
-            switch writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending) {
+            let result: Result<Int, Errno>
+            if let made = first.take() { result = made } else {
+                result = writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending)
+            }
+            switch result {
             case .success(let written):
                 offset += written
                 pending = []
@@ -401,15 +424,21 @@ final class Connection: Sendable {
     /// Called by the loop when a bound connection is readable.
     fileprivate func loopCanRead() {
         let port = life.withLock { $0.port }
-        _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, to: port) }
+        let handler = port?.handler
+        _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, to: port, handler: handler) }
     }
 
-    /// Hands a delivery to the port the connection is bound to (replies to their waiter).
-    private func deliver(_ delivery: Delivery, to port: ReceivePort?) {
+    /// Hands a delivery to the port the connection is bound to, and its handler (replies
+    /// go to their waiter).
+    private func deliver(_ delivery: Delivery, to port: ReceivePort?, handler: ReceivePort.Handler?) {
         switch delivery {
         case .reply(let sequence, let message): complete(sequence, with: message)
         case .incoming(let kind, let sequence, let message):
-            if let port { port.receive(message, kind: kind, sequence: sequence, from: self) } else { discard(message) }
+            if let port {
+                port.receive(message, kind: kind, sequence: sequence, from: self, handler: handler)
+            } else {
+                discard(message)
+            }
         case .adopt(let socket):
             if let port { try? port.adoptConnection(socket) } else { try? socket.close() }
         }
@@ -484,6 +513,7 @@ final class Connection: Sendable {
             return try outcome.get()
         }
         let mode = bound ? (loop?.currentMode ?? .default) : nil
+        let handler = port?.handler
         while true {
             if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
             let now = ContinuousClock.now
@@ -500,7 +530,7 @@ final class Connection: Sendable {
             if ready != 0 {
                 _ = readAvailable(maxChunks: 64) { delivery in
                     if bound {
-                        deliver(delivery, to: port)
+                        deliver(delivery, to: port, handler: handler)
                         return
                     }
                     switch delivery {
@@ -575,6 +605,7 @@ final class Connection: Sendable {
         let (wasOpen, source, loop, handlers, watchers) = life.withLock { life in
             let result = (life.open, life.source, life.loop, life.closedHandlers, life.watchers)
             life.open = false
+            openFlag.store(false, ordering: .releasing)
             life.source = nil
             life.port = nil
             life.closedHandlers = []
