@@ -104,7 +104,7 @@ public final class ReceivePort: Sendable {
             invalidate()
             throw .invalidPort
         }
-        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes) }
+        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: Handler(body: handler)) }
         let pending = queue.withLock { queue -> Bool in
             guard queue.valid else { return false }
             queue.source = source
@@ -285,12 +285,9 @@ public final class ReceivePort: Sendable {
             _ = self.state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
         }
         if let schedule {
-            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes)
+            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: Handler(body: schedule.handler))
         }
     }
-
-    /// The handler of a scheduled port, looked up once for a batch of deliveries.
-    var handler: Handler? { queue.withLock { $0.handler } }
 
     /// A message from a connection, on the loop's thread, for `handler` (the port's,
     /// looked up once per read rather than once per message).
@@ -306,7 +303,7 @@ public final class ReceivePort: Sendable {
             do {
                 try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
                     (frame, descriptors) throws(PortError) in
-                    try connection.write(frame, descriptors: descriptors, deadline: .now + Self.replySendTimeout)
+                    _ = try connection.write(frame, descriptors: descriptors) { .now + Self.replySendTimeout }
                 }
             } catch {
                 // The requester sees its receive timeout; nothing else can be told.

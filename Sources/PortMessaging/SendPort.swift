@@ -66,7 +66,8 @@ public final class SendPort: Sendable {
                 timeout.map { ContinuousClock.now + $0 }
             }
         case .connection(let connection):
-            try write(message, kind: .message, sequence: 0, on: connection, deadline: timeout.map { ContinuousClock.now + $0 })
+            // The clock is read only if the write has to wait.
+            try write(message, kind: .message, sequence: 0, on: connection) { timeout.map { ContinuousClock.now + $0 } }
         }
     }
 
@@ -82,7 +83,9 @@ public final class SendPort: Sendable {
         _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
     ) throws(PortError) -> Message {
         try checkValid()
-        let sendDeadline = sendTimeout.map { ContinuousClock.now + $0 }
+        // One clock reading for both deadlines, unless sending had to wait.
+        let start = ContinuousClock.now
+        let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
             let slot = ReplySlot()
@@ -98,10 +101,12 @@ public final class SendPort: Sendable {
             return try result.get()
         case .connection(let connection):
             // One request at a time per connection: its reply is matched to it.
-            guard let sequence = connection.beginRequest(until: sendDeadline) else { throw .sendTimedOut }
+            guard let (sequence, queued) = connection.beginRequest(until: sendDeadline) else { throw .sendTimedOut }
             defer { connection.endRequest() }
-            try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
-            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { ContinuousClock.now + $0 })
+            let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
+            // The receive timeout counts from when the request is sent.
+            let sent = queued || waited ? ContinuousClock.now : start
+            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { sent + $0 })
         }
     }
 
@@ -141,9 +146,23 @@ public final class SendPort: Sendable {
 
     // MARK: Internals
 
-    private func write(_ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?) throws(PortError) {
+    /// Writes `message` as one frame; true when the write had to wait (for another writer
+    /// or for room).
+    @discardableResult
+    private func write(
+        _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
+        try write(message, kind: kind, sequence: sequence, on: connection, deadline: { deadline })
+    }
+
+    /// `write` with the deadline asked for only if the write has to wait.
+    @discardableResult
+    private func write(
+        _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection,
+        deadline: () -> ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
         try WireMapping.withFrame(for: message, kind: kind, sequence: sequence, limits: connection.limits) {
-            (frame, descriptors) throws(PortError) in
+            (frame, descriptors) throws(PortError) -> Bool in
             try connection.write(frame, descriptors: descriptors, deadline: deadline)
         }
     }

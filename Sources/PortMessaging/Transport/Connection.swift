@@ -85,10 +85,11 @@ final class Connection: Sendable {
             return sequence
         }
 
-        /// The reply to `sequence` if it is in (taken out), else the failure if any.
-        mutating func outcome(_ sequence: UInt64) -> Result<Message, PortError>? {
+        /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure
+        /// if any.
+        mutating func outcome(_ sequence: UInt64, peek: Bool = false) -> Result<Message, PortError>? {
             if waiting == sequence, let message = arrived {
-                arrived = nil
+                if !peek { arrived = nil }
                 return .success(message)
             }
             if let failure { return .failure(failure) }
@@ -100,6 +101,8 @@ final class Connection: Sendable {
         var open = true
         /// Weak: the port owns its connections, not the other way round.
         weak var port: ReceivePort?
+        /// The port's handler (fixed once the port is scheduled).
+        var handler: ReceivePort.Handler?
         var loop: ThreadLoop?
         var source: DescriptorSource?
         var closedHandlers: [@Sendable (PortError) -> Void] = []
@@ -140,12 +143,23 @@ final class Connection: Sendable {
 
     // MARK: Writing
 
-    /// Writes one frame with its descriptors before `deadline`.
+    /// Writes one frame with its descriptors before `deadline`; returns true when it had to
+    /// wait (for another writer, or for room).
     ///
     /// The deadline covers waiting for the writer token and for room before the first byte.
     /// Once part of a frame is out it must be finished (a half frame would corrupt the
     /// stream): the rest gets a grace period, after which the connection is closed.
-    func write(_ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) {
+    @discardableResult
+    func write(_ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) -> Bool {
+        try write(frame, descriptors: descriptors, deadline: { deadline })
+    }
+
+    /// `write(_:descriptors:deadline:)` with the deadline asked for only if the write has
+    /// to wait (the usual write reads no clock).
+    @discardableResult
+    func write(
+        _ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline lazyDeadline: () -> ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
         guard isOpen else { throw replies.withLock { $0.failure } ?? .invalidPort }
         if !descriptors.isEmpty && !carriesDescriptors { throw .descriptorsNeedASocket }
         // The usual case in one lock hold: the token is free and the whole frame goes out in
@@ -160,7 +174,8 @@ final class Connection: Sendable {
             busy = true
             return false
         }
-        if done { return }
+        if done { return false }
+        let deadline = lazyDeadline()
         if first == nil {
             guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
         }
@@ -196,6 +211,7 @@ final class Connection: Sendable {
                 throw failure
             }
         }
+        return true
     }
 
     /// Writes one frame held in an array; see `write(_:descriptors:deadline:)`.
@@ -204,7 +220,7 @@ final class Connection: Sendable {
         let result = frame.withUnsafeBytes { bytes in
             Result { () throws(PortError) in try write(bytes, descriptors: descriptors, deadline: deadline) }
         }
-        try result.get()
+        _ = try result.get()
     }
 
     /// One write of what is left of a frame (descriptors go with the first byte).
@@ -423,8 +439,7 @@ final class Connection: Sendable {
 
     /// Called by the loop when a bound connection is readable.
     fileprivate func loopCanRead() {
-        let port = life.withLock { $0.port }
-        let handler = port?.handler
+        let (port, handler) = life.withLock { ($0.port, $0.handler) }
         _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, to: port, handler: handler) }
     }
 
@@ -462,11 +477,13 @@ final class Connection: Sendable {
 
     /// Takes the connection for one request (one at a time: the reply is matched to the
     /// request in flight), waiting for it until `deadline`; returns the request's sequence
-    /// number, or `nil` on time-out. `endRequest()` gives the connection back.
-    func beginRequest(until deadline: ContinuousClock.Instant?) -> UInt64? {
+    /// number (and whether it had to wait), or `nil` on time-out. `endRequest()` gives the
+    /// connection back.
+    func beginRequest(until deadline: ContinuousClock.Instant?) -> (sequence: UInt64, waited: Bool)? {
         let free = replies.withLock { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
-        if let free { return free }
-        return replies.wait(until: deadline) { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
+        if let free { return (free, false) }
+        let sequence = replies.wait(until: deadline) { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
+        return sequence.map { ($0, true) }
     }
 
     /// Ends the request in flight: a reply that came too late is dropped (its descriptors
@@ -482,8 +499,9 @@ final class Connection: Sendable {
     }
 
     /// How long a request waits on its connection alone, when its thread's loop reads the
-    /// connection, before that loop serves its other work once (without sleeping).
+    /// connection, before that loop serves its other work again.
     static let directWaitSlice: Duration = .milliseconds(1)
+    private static let sliceMilliseconds = milliseconds(directWaitSlice)
 
     /// `duration` in whole milliseconds for `poll`, rounded up (so a wait never ends
     /// early and spins), at least 0, at most a day; integer arithmetic only.
@@ -498,50 +516,89 @@ final class Connection: Sendable {
     /// Waits for the reply to `sequence` until `deadline`.
     ///
     /// On a connection another thread's loop reads, that loop hands the reply over. When
-    /// this thread reads it (an unbound connection, or one bound to this thread's loop),
-    /// it waits on the connection's descriptor alone and reads it itself — like
-    /// CFMessagePortSendRequest's private reply mode, but every `directWaitSlice` the
-    /// loop serves whatever else is ready (timers, blocks, other ports) without sleeping,
-    /// so no other work of the loop waits on a slow reply. Frames other than the reply
-    /// still reach the bound port's handler (an unbound connection has none: dropped).
+    /// this thread reads it itself (an unbound connection, or one bound to this thread's
+    /// loop), it waits on the connection's descriptor and reads it. Bound to this thread's
+    /// loop, that direct wait lasts at most `directWaitSlice` (like CFMessagePortSendRequest's
+    /// private reply mode, but short): a reply later than that is waited for by running
+    /// the loop, which serves its other work (timers, blocks, other ports) meanwhile, as
+    /// before. Frames other than the reply still reach the bound port's handler (an
+    /// unbound connection has none: they are dropped).
     func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
         let (port, loop) = life.withLock { ($0.port, $0.loop) }
-        let bound = port != nil
-        if bound, let loop, !loop.isCurrent {
-            let outcome = replies.wait(until: deadline) { table in table.outcome(sequence) }
-            guard let outcome else { throw .receiveTimedOut }
-            return try outcome.get()
+        guard let port, let loop else {
+            return try awaitReplyReading(sequence, deadline: deadline)
         }
-        let mode = bound ? (loop?.currentMode ?? .default) : nil
-        let handler = port?.handler
-        while true {
-            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
-            let now = ContinuousClock.now
-            if let deadline, now >= deadline { throw .receiveTimedOut }
-            var until = deadline
-            if bound {
-                let sliceEnd = now + Self.directWaitSlice
-                until = deadline.map { min($0, sliceEnd) } ?? sliceEnd
+        if loop.isCurrent {
+            if let reply = try awaitReplyDirectly(sequence, deadline: deadline, port: port) { return reply }
+            // Slow: run the loop (its source reads the connection) until the reply is in.
+            let mode = loop.currentMode ?? .default
+            while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
+                _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
             }
+        }
+        let outcome = replies.wait(until: deadline) { table in table.outcome(sequence) }
+        guard let outcome else { throw .receiveTimedOut }
+        return try outcome.get()
+    }
+
+    /// The first `directWaitSlice` of a wait on a connection bound to this thread's loop:
+    /// waits on the descriptor alone and reads it here. The usual round trip ends here
+    /// with two lock holds and no clock reading. `nil`: no reply yet.
+    private func awaitReplyDirectly(
+        _ sequence: UInt64, deadline: ContinuousClock.Instant?, port: ReceivePort
+    ) throws(PortError) -> Message? {
+        var reply: Message?
+        var handler: ReceivePort.Handler??
+        // poll's granularity is a millisecond, rounded up: the slice is one poll.
+        let sliceMilliseconds = Self.sliceMilliseconds
+        var polls = 0
+        while true {
             let ready: CShort
-            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: until.map { Self.milliseconds($0 - now) } ?? -1) } catch {
+            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
                 throw PortError("poll", error)
             }
-            if ready != 0 {
-                _ = readAvailable(maxChunks: 64) { delivery in
-                    if bound {
-                        deliver(delivery, to: port, handler: handler)
-                        return
-                    }
-                    switch delivery {
-                    case .reply(let sequence, let message): complete(sequence, with: message)
-                    case .incoming(_, _, let message): discard(message)  // nothing receives here
-                    case .adopt(let socket): try? socket.close()
-                    }
+            if ready == 0 { return nil }  // the slice is over
+            let open = readAvailable(maxChunks: 64) { delivery in
+                if case .reply(sequence, let message) = delivery, case .none = reply {
+                    reply = message
+                    return
                 }
-            } else if let loop, let mode {
-                // The slice is over: what else is ready on this loop runs now.
-                _ = try? loop.run(mode: mode, until: .now)
+                if handler == nil { handler = .some(life.withLock { $0.handler }) }
+                deliver(delivery, to: port, handler: handler ?? nil)
+            }
+            if let reply {
+                // Taken here, not through the table: this thread is the connection's reader.
+                return reply
+            }
+            if !open, let failure = replies.withLock({ $0.failure }) { throw failure }
+            // Other frames came first (or a nested run took the reply): keep the slice.
+            polls += 1
+            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
+            if polls > 1, let deadline, ContinuousClock.now >= deadline { throw .receiveTimedOut }
+        }
+    }
+
+    /// Waits for the reply on an unbound connection, which its requester reads.
+    private func awaitReplyReading(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+        while true {
+            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
+            var milliseconds: CInt = -1
+            if let deadline {
+                let now = ContinuousClock.now
+                if now >= deadline { throw .receiveTimedOut }
+                milliseconds = Self.milliseconds(deadline - now)
+            }
+            let ready: CShort
+            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) } catch {
+                throw PortError("poll", error)
+            }
+            if ready == 0 { continue }
+            _ = readAvailable(maxChunks: 64) { delivery in
+                switch delivery {
+                case .reply(let sequence, let message): complete(sequence, with: message)
+                case .incoming(_, _, let message): discard(message)  // nothing receives here
+                case .adopt(let socket): try? socket.close()
+                }
             }
         }
     }
@@ -550,13 +607,14 @@ final class Connection: Sendable {
 
     /// Binds the connection to a receive port: a descriptor source on the port's loop, in
     /// its modes, reads frames and hands them to the port.
-    func bind(to port: ReceivePort, loop: ThreadLoop, modes: [LoopMode]) throws(PortError) {
+    func bind(to port: ReceivePort, loop: ThreadLoop, modes: [LoopMode], handler: ReceivePort.Handler) throws(PortError) {
         let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { [weak self] _, _ in
             self?.loopCanRead()
         }
         let stillOpen = life.withLock { life -> Bool in
             guard life.open else { return false }
             life.port = port
+            life.handler = handler
             life.loop = loop
             life.source = source
             return true
@@ -608,6 +666,7 @@ final class Connection: Sendable {
             openFlag.store(false, ordering: .releasing)
             life.source = nil
             life.port = nil
+            life.handler = nil
             life.closedHandlers = []
             life.watchers = []
             return result
