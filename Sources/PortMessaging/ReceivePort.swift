@@ -289,17 +289,18 @@ public final class ReceivePort: Sendable {
         }
     }
 
-    /// A message from a connection, on the loop's thread, for `handler` (the port's,
-    /// looked up once per read rather than once per message).
-    func receive(
+    /// A message from a connection, on the loop's thread, for the port's `handler` (which
+    /// the connection keeps from its binding, so that the port itself need not be reached:
+    /// only a check-in needs it).
+    static func receive(
         _ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection,
-        handler: Handler?
+        handler: Handler, port: () -> ReceivePort?
     ) {
         switch kind {
         case .checkIn:
-            checkedIn(message.replyPort ?? SendPort(connection: connection))
+            port()?.checkedIn(message.replyPort ?? SendPort(connection: connection))
         case .request:
-            let reply = handler?.body(message) ?? Message(id: message.id)
+            let reply = handler.body(message) ?? Message(id: message.id)
             do {
                 try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
                     (frame, descriptors) throws(PortError) in
@@ -309,7 +310,7 @@ public final class ReceivePort: Sendable {
                 // The requester sees its receive timeout; nothing else can be told.
             }
         case .message, .reply, .adoptConnection:
-            _ = handler?.body(message)
+            _ = handler.body(message)
         }
     }
 

@@ -439,23 +439,23 @@ final class Connection: Sendable {
 
     /// Called by the loop when a bound connection is readable.
     fileprivate func loopCanRead() {
-        let (port, handler) = life.withLock { ($0.port, $0.handler) }
-        _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, to: port, handler: handler) }
+        let handler = life.withLock { $0.handler }
+        _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, handler: handler) }
     }
 
-    /// Hands a delivery to the port the connection is bound to, and its handler (replies
-    /// go to their waiter).
-    private func deliver(_ delivery: Delivery, to port: ReceivePort?, handler: ReceivePort.Handler?) {
+    /// Hands a delivery to the bound port's `handler` (`nil` once the connection is no
+    /// longer bound: then it is dropped, its descriptors closed); replies go to their
+    /// waiter. The port itself is reached only for a check-in or an adopted connection.
+    private func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
         switch delivery {
         case .reply(let sequence, let message): complete(sequence, with: message)
         case .incoming(let kind, let sequence, let message):
-            if let port {
-                port.receive(message, kind: kind, sequence: sequence, from: self, handler: handler)
-            } else {
-                discard(message)
+            guard let handler else { return discard(message) }
+            ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
+                self.life.withLock { $0.port }
             }
         case .adopt(let socket):
-            if let port { try? port.adoptConnection(socket) } else { try? socket.close() }
+            if let port = life.withLock({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
         }
     }
 
@@ -524,13 +524,16 @@ final class Connection: Sendable {
     /// before. Frames other than the reply still reach the bound port's handler (an
     /// unbound connection has none: they are dropped).
     func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
-        let (port, loop) = life.withLock { ($0.port, $0.loop) }
-        guard let port, let loop else {
-            return try awaitReplyReading(sequence, deadline: deadline)
-        }
-        if loop.isCurrent {
-            if let reply = try awaitReplyDirectly(sequence, deadline: deadline, port: port) { return reply }
+        // Neither the port nor the loop is retained here: both have side-table reference
+        // counts (weak references to them exist), which make every retain a slow one.
+        let (bound, onLoopThread) = life.withLock { ($0.handler != nil, $0.loop?.isCurrent ?? false) }
+        guard bound else { return try awaitReplyReading(sequence, deadline: deadline) }
+        if onLoopThread {
+            if let reply = try awaitReplyDirectly(sequence, deadline: deadline) { return reply }
             // Slow: run the loop (its source reads the connection) until the reply is in.
+            guard let loop = life.withLock({ $0.loop }), loop.isCurrent else {
+                return try awaitReplyReading(sequence, deadline: deadline)
+            }
             let mode = loop.currentMode ?? .default
             while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
                 _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
@@ -544,9 +547,7 @@ final class Connection: Sendable {
     /// The first `directWaitSlice` of a wait on a connection bound to this thread's loop:
     /// waits on the descriptor alone and reads it here. The usual round trip ends here
     /// with two lock holds and no clock reading. `nil`: no reply yet.
-    private func awaitReplyDirectly(
-        _ sequence: UInt64, deadline: ContinuousClock.Instant?, port: ReceivePort
-    ) throws(PortError) -> Message? {
+    private func awaitReplyDirectly(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message? {
         var reply: Message?
         var handler: ReceivePort.Handler??
         // poll's granularity is a millisecond, rounded up: the slice is one poll.
@@ -564,7 +565,7 @@ final class Connection: Sendable {
                     return
                 }
                 if handler == nil { handler = .some(life.withLock { $0.handler }) }
-                deliver(delivery, to: port, handler: handler ?? nil)
+                deliver(delivery, handler: handler ?? nil)
             }
             if let reply {
                 // Taken here, not through the table: this thread is the connection's reader.

@@ -28,6 +28,26 @@ enum WireMapping {
         for message: Message, kind: WireKind, sequence: UInt64, limits: WireLimits,
         _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
     ) throws(PortError) -> R {
+        if message.replyPort == nil, message.components.count <= 1 {
+            // The usual message: one bytes component or none.
+            if message.components.isEmpty {
+                return try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: nil, limits: limits, body)
+            }
+            if case .data(let bytes) = message.components[0] {
+                guard bytes.count <= limits.maxMessageBytes else {
+                    throw .messageTooLarge(size: bytes.count, limit: limits.maxMessageBytes)
+                }
+                if WireLayout.headerSize + WireLayout.componentHeaderSize + bytes.count <= stackFrameLimit {
+                    // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
+                    let result = bytes.withUnsafeBytes { payload in
+                        Result { () throws(PortError) -> R in
+                            try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: payload, limits: limits, body)
+                        }
+                    }
+                    return try result.get()
+                }
+            }
+        }
         if message.replyPort == nil, let payloads = bytesOnly(message.components) {
             var size = 0
             for payload in payloads { size += payload.count }
@@ -54,6 +74,25 @@ enum WireMapping {
             Result { () throws(PortError) -> R in try body(bytes, frame.descriptors) }
         }
         return try result.get()
+    }
+
+    /// Encodes a message of at most one small bytes component on the stack and runs `body`
+    /// with the frame.
+    private static func withSingleBytesFrame<R>(
+        id: UInt32, kind: WireKind, sequence: UInt64, payload: UnsafeRawBufferPointer?, limits: WireLimits,
+        _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
+    ) throws(PortError) -> R {
+        let length = WireLayout.headerSize + (payload.map { WireLayout.componentHeaderSize + $0.count } ?? 0)
+        return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) { (buffer) throws(PortError) -> R in
+            let written: Int
+            do throws(WireError) {
+                written = try WireCodec.encodeSingleBytes(
+                    kind: kind, id: id, sequence: sequence, payload: payload, into: buffer, limits: limits)
+            } catch {
+                throw PortError.malformed(error.description)
+            }
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<written]), [])
+        }
     }
 
     /// The payloads of `components` when they are all bytes components, else `nil`.

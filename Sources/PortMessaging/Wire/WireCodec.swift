@@ -129,6 +129,42 @@ package enum WireCodec {
         return offset
     }
 
+    /// Encodes a message of at most one bytes component (`payload`; `nil`: no component)
+    /// and no descriptors into the start of `buffer`: the very bytes `encode` makes for it.
+    /// The usual message has exactly this shape; this path touches no array at all.
+    ///
+    /// - Returns: the frame's length.
+    /// - Throws: `oversized`, `tooManyComponents` (as `encode`); the frame must fit
+    ///   `buffer` (`WireLayout.headerSize`, plus the component header and payload if
+    ///   any), which is a precondition, not an error.
+    package static func encodeSingleBytes(
+        kind: WireKind, id: UInt32, sequence: UInt64, payload: UnsafeRawBufferPointer?,
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits = .default
+    ) throws(WireError) -> Int {
+        typealias L = WireLayout
+        let componentCount = payload == nil ? 0 : 1
+        let (frameLength, overflow) = L.headerSize.addingReportingOverflow(payload.map { L.componentHeaderSize + $0.count } ?? 0)
+        guard !overflow, frameLength <= limits.maxFrameBytes else {
+            throw .oversized(length: overflow ? Int.max : frameLength, limit: limits.maxFrameBytes)
+        }
+        guard componentCount <= limits.maxComponents else {
+            throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
+        }
+        precondition(buffer.count >= frameLength, "the buffer is smaller than the frame")
+        let header = WireHeader(
+            kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
+            componentCount: componentCount, descriptorCount: 0, replyPort: nil)
+        header.write(into: buffer)
+        guard let payload else { return L.headerSize }
+        buffer[L.headerSize] = L.bytesTag
+        buffer.wireStore(UInt32(truncatingIfNeeded: payload.count), at: L.headerSize + 1)
+        let start = L.headerSize + L.componentHeaderSize
+        if let base = payload.baseAddress, !payload.isEmpty {
+            (buffer.baseAddress! + start).copyMemory(from: base, byteCount: payload.count)
+        }
+        return frameLength
+    }
+
     /// Writes a bytes component (tag, length, payload) at `offset`; returns the offset
     /// after it. The caller has sized `frame`.
     @inline(__always)
