@@ -19,9 +19,26 @@ public final class SendPort: Sendable {
     let route: Route
     /// Whether this send right is still held: read on every send, so an atomic.
     private let valid = Atomic<Bool>(true)
+    /// `route`'s object, unretained, for `send`: `route` keeps it alive as long as this send
+    /// port lives. Ports and connections are weakly referenced elsewhere, so their counts
+    /// live in side tables, where the retain and release a `switch route` makes on every
+    /// message are slow ones (and, in-process, shared with the receiving thread).
+    private let unretained: Unretained
 
-    init(local port: ReceivePort) { route = .local(port) }
-    init(connection: Connection) { route = .connection(connection) }
+    enum Unretained {
+        case local(Unmanaged<ReceivePort>)
+        case connection(Unmanaged<Connection>)
+    }
+
+    init(local port: ReceivePort) {
+        route = .local(port)
+        unretained = .local(.passUnretained(port))
+    }
+
+    init(connection: Connection) {
+        route = .connection(connection)
+        unretained = .connection(.passUnretained(connection))
+    }
 
     /// Takes ownership of a connected stream socket whose peer is a receive port's
     /// connection (as a name server hands out).
@@ -58,17 +75,28 @@ public final class SendPort: Sendable {
     ///   `.descriptorsNeedASocket`.
     public func send(_ message: Message, timeout: Duration? = nil) throws(PortError) {
         try checkValid()
-        switch route {
+        // `_withUnsafeGuaranteedRef` only rethrows untyped errors: carry the typed one out.
+        let result: Result<Void, PortError>
+        switch unretained {
         case .local(let port):
-            // The clock is read only if the queue is full: the timeout is how long to wait
-            // for room, counted from finding none.
-            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes))) {
-                timeout.map { ContinuousClock.now + $0 }
+            result = port._withUnsafeGuaranteedRef { port in
+                Result { () throws(PortError) in
+                    // The clock is read only if the queue is full: the timeout is how long
+                    // to wait for room, counted from finding none.
+                    try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes))) {
+                        timeout.map { ContinuousClock.now + $0 }
+                    }
+                }
             }
         case .connection(let connection):
-            // The clock is read only if the write has to wait.
-            try write(message, kind: .message, sequence: 0, on: connection) { timeout.map { ContinuousClock.now + $0 } }
+            result = connection._withUnsafeGuaranteedRef { connection in
+                Result { () throws(PortError) in
+                    // The clock is read only if the write has to wait.
+                    try write(message, kind: .message, sequence: 0, on: connection) { timeout.map { ContinuousClock.now + $0 } }
+                }
+            }
         }
+        try result.get()
     }
 
     /// Sends a request and waits for its reply (CFMessagePortSendRequest): the receiving
