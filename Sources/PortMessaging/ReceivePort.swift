@@ -280,9 +280,11 @@ public final class ReceivePort: Sendable {
             state.connections[ObjectIdentifier(connection)] = connection
             return state.schedule
         }
-        connection.onClose { [weak self, weak connection] _ in
-            guard let self, let connection else { return }
-            _ = self.state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        // By identity, not by a weak reference (which would give the connection a side-table
+        // count): the handler runs while the connection closes, so the identity is its own.
+        let identity = ObjectIdentifier(connection)
+        connection.onClose { [weak self] _ in
+            _ = self?.state.withLock { $0.connections.removeValue(forKey: identity) }
         }
         if let schedule {
             try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: Handler(body: schedule.handler))

@@ -609,8 +609,14 @@ final class Connection: Sendable {
     /// Binds the connection to a receive port: a descriptor source on the port's loop, in
     /// its modes, reads frames and hands them to the port.
     func bind(to port: ReceivePort, loop: ThreadLoop, modes: [LoopMode], handler: ReceivePort.Handler) throws(PortError) {
-        let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { [weak self] _, _ in
-            self?.loopCanRead()
+        // A strong capture, not a weak one: a weak reference anywhere moves the connection's
+        // reference count to a side table, where every retain and release on the message
+        // path is a slow one. The cycle (connection → source → this closure → connection)
+        // is broken by `close`, which a bound connection always gets: from its port's
+        // invalidation (the port holds its connections and invalidates in its deinit), its
+        // peer's end, or its send port's invalidation.
+        let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { _, _ in
+            self.loopCanRead()
         }
         let stillOpen = life.withLock { life -> Bool in
             guard life.open else { return false }
