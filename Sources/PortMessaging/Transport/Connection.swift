@@ -550,9 +550,10 @@ final class Connection: Sendable {
     private func awaitReplyDirectly(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message? {
         var reply: Message?
         var handler: ReceivePort.Handler??
-        // poll's granularity is a millisecond, rounded up: the slice is one poll.
+        // poll's granularity is a millisecond, rounded up: the slice is one poll, unless
+        // other frames arrive first (then the clock ends it).
         let sliceMilliseconds = Self.sliceMilliseconds
-        var polls = 0
+        var sliceEnd: ContinuousClock.Instant?
         while true {
             let ready: CShort
             do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
@@ -572,10 +573,13 @@ final class Connection: Sendable {
                 return reply
             }
             if !open, let failure = replies.withLock({ $0.failure }) { throw failure }
-            // Other frames came first (or a nested run took the reply): keep the slice.
-            polls += 1
+            // Other frames came first (or a nested run took the reply): the slice goes on,
+            // by the clock now, so a chatty peer cannot keep the loop waiting.
             if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
-            if polls > 1, let deadline, ContinuousClock.now >= deadline { throw .receiveTimedOut }
+            let now = ContinuousClock.now
+            if let deadline, now >= deadline { throw .receiveTimedOut }
+            if let end = sliceEnd, now >= end { return nil }
+            if sliceEnd == nil { sliceEnd = now + Self.directWaitSlice }
         }
     }
 
