@@ -42,6 +42,16 @@ public final class ReceivePort: Sendable {
         var spare: [Envelope] = []
         var valid = true
         var sendersWaiting = false
+        /// The scheduled port's source and handler, kept here too, so that a sender and a
+        /// drain find them in the lock hold they need anyway.
+        var source: LoopSource?
+        var handler: Handler?
+    }
+
+    /// A port's handler, wrapped: a bare closure handed out through a lock's generic
+    /// `withLock` is re-abstracted, which allocates on every call; a struct is not.
+    struct Handler {
+        let body: @Sendable (Message) -> Message?
     }
 
     struct Schedule {
@@ -94,8 +104,14 @@ public final class ReceivePort: Sendable {
             invalidate()
             throw .invalidPort
         }
-        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes) }
-        if queue.withLock({ !$0.envelopes.isEmpty }) { source.signal() }
+        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: Handler(body: handler)) }
+        let pending = queue.withLock { queue -> Bool in
+            guard queue.valid else { return false }
+            queue.source = source
+            queue.handler = Handler(body: handler)
+            return !queue.envelopes.isEmpty
+        }
+        if pending { source.signal() }
     }
 
     /// A send port for threads of this process: sending moves the message into this
@@ -124,6 +140,8 @@ public final class ReceivePort: Sendable {
         guard let (schedule, connections, handlers) = taken else { return }
         let dropped = queue.withLock { queue -> [Envelope] in
             queue.valid = false
+            queue.source = nil
+            queue.handler = nil
             defer { queue.envelopes = [] }
             return queue.envelopes
         }
@@ -147,55 +165,92 @@ public final class ReceivePort: Sendable {
 
     /// Puts an envelope in the queue, waiting for room until `deadline`.
     func enqueue(_ envelope: Envelope, deadline: ContinuousClock.Instant?) throws(PortError) {
-        // Room now (the usual case): one plain lock hold, no condition wait.
-        let madeNonEmpty = try queue.withLock { (queue) throws(PortError) -> Bool? in
-            guard queue.valid else { throw .invalidPort }
-            guard queue.envelopes.count < capacity else { return nil }
+        try enqueue(envelope, timeout: { deadline })
+    }
+
+    /// Puts an envelope in the queue, waiting for room until the deadline `deadline`
+    /// gives, which is asked only when the queue is full (the clock is not read for the
+    /// usual send).
+    func enqueue(_ envelope: Envelope, timeout deadline: () -> ContinuousClock.Instant?) throws(PortError) {
+        // Room now (the usual case): one plain lock hold, no condition wait. Only the
+        // message that made the queue non-empty signals: one wake per batch.
+        let capacity = self.capacity
+        let room = queue.withLock { queue -> Enqueued in
+            guard queue.valid else { return .invalid }
+            guard queue.envelopes.count < capacity else { return .full }
             queue.envelopes.append(envelope)
-            return queue.envelopes.count == 1
+            return queue.envelopes.count == 1 ? .signal(queue.source) : .queued
         }
-        if let madeNonEmpty {
-            // Only the message that made the queue non-empty signals: one wake per batch.
-            if madeNonEmpty { state.withLock { $0.schedule?.source }?.signal() }
+        switch room {
+        case .queued: return
+        case .signal(let source):
+            source?.signal()
             return
+        case .invalid: throw .invalidPort
+        case .full: break
         }
-        let outcome = queue.wait(until: deadline) { queue -> Result<Bool, PortError>? in
+        let outcome = queue.wait(until: deadline()) { queue -> Result<LoopSource?, PortError>? in
             guard queue.valid else { return .failure(.invalidPort) }
             guard queue.envelopes.count < capacity else {
                 queue.sendersWaiting = true
                 return nil
             }
             queue.envelopes.append(envelope)
-            return .success(queue.envelopes.count == 1)
+            return .success(queue.envelopes.count == 1 ? queue.source : nil)
         }
         guard let outcome else { throw .sendTimedOut }
-        // Only the message that made the queue non-empty signals: one wake per batch.
-        if try outcome.get() { state.withLock { $0.schedule?.source }?.signal() }
+        try outcome.get()?.signal()
     }
 
+    /// What an enqueue found.
+    private enum Enqueued {
+        /// Queued behind others: the loop is signalled already.
+        case queued
+        /// Queued first: signal this source (if the port is scheduled).
+        case signal(LoopSource?)
+        /// No room.
+        case full
+        /// The port is invalid.
+        case invalid
+    }
+
+    /// The most batches one drain takes before it lets the loop serve its other work.
+    private static let batchesPerDrain = 8
+
+    /// Handles what the in-process queue holds, batch by batch: messages that arrive while a
+    /// batch is handled are taken in the same drain (up to `batchesPerDrain` batches)
+    /// rather than through another pass of the loop.
     private func drainLocalQueue() {
-        let taken = queue.withLock { queue -> ([Envelope], Bool) in
-            var batch = queue.spare
-            queue.spare = []
-            swap(&batch, &queue.envelopes)
-            defer { queue.sendersWaiting = false }
-            return (batch, queue.sendersWaiting)
-        }
-        var batch = taken.0
-        let wakeSenders = taken.1
-        defer {
-            batch.removeAll(keepingCapacity: true)
-            queue.withLock { queue in if queue.spare.capacity < batch.capacity { swap(&queue.spare, &batch) } }
-        }
-        if wakeSenders { queue.broadcast() }
-        guard let handler = state.withLock({ $0.schedule?.handler }) else { return }
-        for envelope in batch {
-            if envelope.isCheckIn {
-                if let port = envelope.message.replyPort { checkedIn(port) }
-                continue
+        var batch: [Envelope] = []
+        defer { queue.withLock { queue in if queue.spare.capacity < batch.capacity { swap(&queue.spare, &batch) } } }
+        for _ in 0..<Self.batchesPerDrain {
+            let taken = queue.withLock { queue -> (Bool, Handler?) in
+                if batch.capacity < queue.spare.capacity { swap(&batch, &queue.spare) }
+                swap(&batch, &queue.envelopes)
+                defer { queue.sendersWaiting = false }
+                return (queue.sendersWaiting, queue.handler)
             }
-            let reply = handler(envelope.message)
-            envelope.reply?.fulfil(reply ?? Message(id: envelope.message.id))
+            if taken.0 { queue.broadcast() }
+            guard !batch.isEmpty else { return }
+            guard let handler = taken.1 else {
+                // Invalidated meanwhile (which empties the queue itself): fail, never drop.
+                for envelope in batch {
+                    envelope.reply?.fail(.invalidPort)
+                    for fd in envelope.message.descriptors { Glibc.close(fd) }
+                }
+                batch.removeAll(keepingCapacity: true)
+                return
+            }
+            for index in batch.indices {
+                let envelope = batch[index]
+                if envelope.isCheckIn {
+                    if let port = envelope.message.replyPort { checkedIn(port) }
+                    continue
+                }
+                let reply = handler.body(envelope.message)
+                envelope.reply?.fulfil(reply ?? Message(id: envelope.message.id))
+            }
+            batch.removeAll(keepingCapacity: true)
         }
     }
 
@@ -225,31 +280,39 @@ public final class ReceivePort: Sendable {
             state.connections[ObjectIdentifier(connection)] = connection
             return state.schedule
         }
-        connection.onClose { [weak self, weak connection] _ in
-            guard let self, let connection else { return }
-            _ = self.state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        // By identity, not by a weak reference (which would give the connection a side-table
+        // count): the handler runs while the connection closes, so the identity is its own.
+        let identity = ObjectIdentifier(connection)
+        connection.onClose { [weak self] _ in
+            _ = self?.state.withLock { $0.connections.removeValue(forKey: identity) }
         }
         if let schedule {
-            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes)
+            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: Handler(body: schedule.handler))
         }
     }
 
-    /// A message from a connection, on the loop's thread.
-    func receive(_ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection) {
+    /// A message from a connection, on the loop's thread, for the port's `handler` (which
+    /// the connection keeps from its binding, so that the port itself need not be reached:
+    /// only a check-in needs it).
+    static func receive(
+        _ message: Message, kind: WireKind, sequence: UInt64, from connection: Connection,
+        handler: Handler, port: () -> ReceivePort?
+    ) {
         switch kind {
         case .checkIn:
-            checkedIn(message.replyPort ?? SendPort(connection: connection))
+            port()?.checkedIn(message.replyPort ?? SendPort(connection: connection))
         case .request:
-            let reply = state.withLock({ $0.schedule?.handler })?(message) ?? Message(id: message.id)
+            let reply = handler.body(message) ?? Message(id: message.id)
             do {
-                let frame = try WireMapping.frame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits)
-                defer { frame.closeTransient() }
-                try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: .now + Self.replySendTimeout)
+                try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
+                    (frame, descriptors) throws(PortError) in
+                    _ = try connection.write(frame, descriptors: descriptors) { .now + Self.replySendTimeout }
+                }
             } catch {
                 // The requester sees its receive timeout; nothing else can be told.
             }
         case .message, .reply, .adoptConnection:
-            _ = state.withLock({ $0.schedule?.handler })?(message)
+            _ = handler.body(message)
         }
     }
 

@@ -19,9 +19,26 @@ public final class SendPort: Sendable {
     let route: Route
     /// Whether this send right is still held: read on every send, so an atomic.
     private let valid = Atomic<Bool>(true)
+    /// `route`'s object, unretained, for `send`: `route` keeps it alive as long as this send
+    /// port lives. Ports and connections are weakly referenced elsewhere, so their counts
+    /// live in side tables, where the retain and release a `switch route` makes on every
+    /// message are slow ones (and, in-process, shared with the receiving thread).
+    private let unretained: Unretained
 
-    init(local port: ReceivePort) { route = .local(port) }
-    init(connection: Connection) { route = .connection(connection) }
+    enum Unretained {
+        case local(Unmanaged<ReceivePort>)
+        case connection(Unmanaged<Connection>)
+    }
+
+    init(local port: ReceivePort) {
+        route = .local(port)
+        unretained = .local(.passUnretained(port))
+    }
+
+    init(connection: Connection) {
+        route = .connection(connection)
+        unretained = .connection(.passUnretained(connection))
+    }
 
     /// Takes ownership of a connected stream socket whose peer is a receive port's
     /// connection (as a name server hands out).
@@ -58,13 +75,28 @@ public final class SendPort: Sendable {
     ///   `.descriptorsNeedASocket`.
     public func send(_ message: Message, timeout: Duration? = nil) throws(PortError) {
         try checkValid()
-        let deadline = timeout.map { ContinuousClock.now + $0 }
-        switch route {
+        // `_withUnsafeGuaranteedRef` only rethrows untyped errors: carry the typed one out.
+        let result: Result<Void, PortError>
+        switch unretained {
         case .local(let port):
-            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes)), deadline: deadline)
+            result = port._withUnsafeGuaranteedRef { port in
+                Result { () throws(PortError) in
+                    // The clock is read only if the queue is full: the timeout is how long
+                    // to wait for room, counted from finding none.
+                    try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes))) {
+                        timeout.map { ContinuousClock.now + $0 }
+                    }
+                }
+            }
         case .connection(let connection):
-            try write(message, kind: .message, sequence: 0, on: connection, deadline: deadline)
+            result = connection._withUnsafeGuaranteedRef { connection in
+                Result { () throws(PortError) in
+                    // The clock is read only if the write has to wait.
+                    try write(message, kind: .message, sequence: 0, on: connection) { timeout.map { ContinuousClock.now + $0 } }
+                }
+            }
         }
+        try result.get()
     }
 
     /// Sends a request and waits for its reply (CFMessagePortSendRequest): the receiving
@@ -79,7 +111,9 @@ public final class SendPort: Sendable {
         _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
     ) throws(PortError) -> Message {
         try checkValid()
-        let sendDeadline = sendTimeout.map { ContinuousClock.now + $0 }
+        // One clock reading for both deadlines, unless sending had to wait.
+        let start = ContinuousClock.now
+        let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
             let slot = ReplySlot()
@@ -94,21 +128,13 @@ public final class SendPort: Sendable {
             guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
             return try result.get()
         case .connection(let connection):
-            // An unbound connection is read by its requester: one request at a time.
-            guard Connection.claimToken(connection.requestToken, until: sendDeadline) else { throw .sendTimedOut }
-            defer {
-                connection.requestToken.withLock { $0 = false }
-                connection.requestToken.broadcast()
-            }
-            let sequence = connection.nextSequence()
-            connection.expectReply(sequence)
-            do {
-                try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
-            } catch {
-                connection.abandonReply(sequence)
-                throw error
-            }
-            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { ContinuousClock.now + $0 })
+            // One request at a time per connection: its reply is matched to it.
+            guard let (sequence, queued) = connection.beginRequest(until: sendDeadline) else { throw .sendTimedOut }
+            defer { connection.endRequest() }
+            let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
+            // The receive timeout counts from when the request is sent.
+            let sent = queued || waited ? ContinuousClock.now : start
+            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { sent + $0 })
         }
     }
 
@@ -148,10 +174,25 @@ public final class SendPort: Sendable {
 
     // MARK: Internals
 
-    private func write(_ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?) throws(PortError) {
-        let frame = try WireMapping.frame(for: message, kind: kind, sequence: sequence, limits: connection.limits)
-        defer { frame.closeTransient() }
-        try connection.write(frame.bytes, descriptors: frame.descriptors, deadline: deadline)
+    /// Writes `message` as one frame; true when the write had to wait (for another writer
+    /// or for room).
+    @discardableResult
+    private func write(
+        _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
+        try write(message, kind: kind, sequence: sequence, on: connection, deadline: { deadline })
+    }
+
+    /// `write` with the deadline asked for only if the write has to wait.
+    @discardableResult
+    private func write(
+        _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection,
+        deadline: () -> ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
+        try WireMapping.withFrame(for: message, kind: kind, sequence: sequence, limits: connection.limits) {
+            (frame, descriptors) throws(PortError) -> Bool in
+            try connection.write(frame, descriptors: descriptors, deadline: deadline)
+        }
     }
 
     /// Sends the check-in of the protocol: the worker's port travels as the reply port, or,
@@ -193,9 +234,16 @@ public final class SendPort: Sendable {
     /// receiver owns its own (as it would across processes).
     static func localCopy(of message: Message, limit: Int) throws(PortError) -> Message {
         var size = 0
-        for case .data(let bytes) in message.components { size += bytes.count }
+        var hasDescriptors = false
+        for component in message.components {
+            switch component {
+            case .data(let bytes): size += bytes.count
+            case .descriptor: hasDescriptors = true
+            case .port: break
+            }
+        }
         guard size <= limit else { throw .messageTooLarge(size: size, limit: limit) }
-        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return message }
+        guard hasDescriptors else { return message }
         var copy = message
         for (index, component) in message.components.enumerated() {
             guard case .descriptor(let fd) = component else { continue }

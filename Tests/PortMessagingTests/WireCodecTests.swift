@@ -337,3 +337,54 @@ private let streamFrames: [[UInt8]] = [
     splitter.append(streamFrames[2])
     #expect(throws: WireError.oversized(length: 40, limit: 39)) { try splitter.nextFrame() }
 }
+
+// MARK: The senders' stack encoders make the canonical frame
+
+/// Bytes-only messages of several shapes: no component, one (empty, small, large), several.
+private let bytesOnlyShapes: [[[UInt8]]] = [[], [[]], [[1, 2, 3]], [Array(repeating: 7, count: 900)], [[1], [], [2, 3]]]
+
+@Test(arguments: bytesOnlyShapes.indices, [WireKind.message, .request, .reply])
+func stackEncodersMatchEncode(shape: Int, kind: WireKind) throws {
+    let payloads = bytesOnlyShapes[shape]
+    let message = WireMessage(kind: kind, id: 42, sequence: 9, components: payloads.map { .bytes($0) })
+    let canonical = try WireCodec.encode(message)
+    #expect(WireCodec.bytesOnlyFrameLength(payloads) == canonical.count)
+    var buffer = [UInt8](repeating: 0xEE, count: canonical.count)
+    let written = try buffer.withUnsafeMutableBytes { raw in
+        try WireCodec.encodeBytesOnly(kind: kind, id: 42, sequence: 9, payloads: payloads, into: raw)
+    }
+    #expect(written == canonical.count)
+    #expect(buffer == canonical)
+    guard payloads.count <= 1 else { return }
+    var single = [UInt8](repeating: 0xEE, count: canonical.count)
+    let singleWritten = try single.withUnsafeMutableBytes { raw in
+        try (payloads.first ?? []).withUnsafeBytes { payload in
+            try WireCodec.encodeSingleBytes(
+                kind: kind, id: 42, sequence: 9, payload: payloads.isEmpty ? nil : payload, into: raw)
+        }
+    }
+    #expect(singleWritten == canonical.count)
+    #expect(single == canonical)
+}
+
+@Test func stackEncodersRefuseWhatEncodeRefuses() throws {
+    let limits = WireLimits(maxFrameBytes: 40, maxComponents: 1)
+    let big: [UInt8] = Array(repeating: 1, count: 10)
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let single = buffer.withUnsafeMutableBytes { raw in
+        big.withUnsafeBytes { payload in
+            Result { () throws(WireError) -> Int in
+                try WireCodec.encodeSingleBytes(kind: .message, id: 1, sequence: 0, payload: payload, into: raw, limits: limits)
+            }
+        }
+    }
+    #expect(throws: WireError.oversized(length: 47, limit: 40)) { try single.get() }
+    let several = buffer.withUnsafeMutableBytes { raw in
+        Result { () throws(WireError) -> Int in
+            try WireCodec.encodeBytesOnly(
+                kind: .message, id: 1, sequence: 0, payloads: [[], []], into: raw,
+                limits: WireLimits(maxFrameBytes: 64, maxComponents: 1))
+        }
+    }
+    #expect(throws: WireError.tooManyComponents(count: 2, limit: 1)) { try several.get() }
+}

@@ -21,9 +21,17 @@ extension FileDescriptor {
     /// Sends `bytes` with `descriptors` attached (SCM_RIGHTS), never raising SIGPIPE and never
     /// blocking. Returns the number of bytes sent.
     ///
-    /// The corresponding C function is `sendmsg` with `MSG_NOSIGNAL | MSG_DONTWAIT`.
+    /// The corresponding C function is `sendmsg` with `MSG_NOSIGNAL | MSG_DONTWAIT` (`send`
+    /// when there are no descriptors).
     package func send(_ bytes: UnsafeRawBufferPointer, descriptors: [CInt] = []) throws(Errno) -> Int {
-        try valueOrErrno {
+        // Without descriptors, plain `send`: the kernel's sendmsg path (copying in a message
+        // header and an iovec array) costs measurably more per small message.
+        if descriptors.isEmpty {
+            return try valueOrErrno {
+                Glibc.send(rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
+            }.get()
+        }
+        return try valueOrErrno {
             descriptors.withUnsafeBufferPointer { fds in
                 portkit_send_with_descriptors(
                     rawValue, bytes.baseAddress, bytes.count, fds.baseAddress, CInt(fds.count),
@@ -54,17 +62,33 @@ extension FileDescriptor {
     ///
     /// The corresponding C function is `recvmsg` with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`.
     package func receive(into buffer: UnsafeMutableRawBufferPointer, maxDescriptors: Int = 253) throws(Errno) -> Received {
-        var fds = [CInt](repeating: -1, count: max(1, maxDescriptors))
+        // The descriptors land in a stack buffer: a heap array of 253 entries per call was a
+        // measurable part of a small message's cost, and most reads bring none.
+        try withUnsafeTemporaryAllocation(of: CInt.self, capacity: max(1, maxDescriptors)) { (fds) throws(Errno) -> Received in
+            let (count, received, truncated) = try receive(into: buffer, descriptors: fds)
+            let descriptors = received == 0 ? [] : Array(UnsafeBufferPointer(rebasing: fds[..<received]))
+            return Received(count: count, descriptors: descriptors, truncated: truncated)
+        }
+    }
+
+    /// Receives one datagram (or what a stream has) into `buffer`, and the descriptors sent
+    /// with it (close-on-exec) into `descriptors`, without blocking and without allocating.
+    /// Returns the bytes received (0: the peer closed), how many descriptors arrived (the
+    /// caller owns and must close them), and whether the datagram or its descriptors did
+    /// not fit (the excess is discarded; excess descriptors are closed).
+    ///
+    /// The corresponding C function is `recvmsg` with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`.
+    package func receive(
+        into buffer: UnsafeMutableRawBufferPointer, descriptors: UnsafeMutableBufferPointer<CInt>
+    ) throws(Errno) -> (count: Int, descriptors: Int, truncated: Bool) {
         var count: CInt = 0
         var truncated: CInt = 0
         let n = try valueOrErrno {
-            fds.withUnsafeMutableBufferPointer { fdBuffer in
-                portkit_receive_with_descriptors(
-                    rawValue, buffer.baseAddress, buffer.count, fdBuffer.baseAddress, CInt(maxDescriptors),
-                    &count, &truncated, CInt(MSG_DONTWAIT))
-            }
+            portkit_receive_with_descriptors(
+                rawValue, buffer.baseAddress, buffer.count, descriptors.baseAddress, CInt(descriptors.count),
+                &count, &truncated, CInt(MSG_DONTWAIT))
         }.get()
-        return Received(count: n, descriptors: Array(fds.prefix(Int(count))), truncated: truncated != 0)
+        return (n, Int(count), truncated != 0)
     }
 
     /// Waits until the descriptor is ready for `events` (`POLLIN`, `POLLOUT`) or `timeout`
@@ -84,6 +108,20 @@ extension FileDescriptor {
             let error = Errno.current
             if error != .interrupted { throw error }
         }
+    }
+
+    /// Waits up to `milliseconds` (-1: for ever) until the descriptor is ready for `events`.
+    /// Returns the ready events (`revents`), or 0 when the time passed or a signal
+    /// interrupted the wait: a caller that loops re-checks its own deadline, with no clock
+    /// arithmetic here.
+    ///
+    /// The corresponding C function is `poll`.
+    package func poll(_ events: CShort, milliseconds: CInt) throws(Errno) -> CShort {
+        let result = portkit_poll_one(rawValue, events, milliseconds)
+        if result >= 0 { return CShort(truncatingIfNeeded: result) }
+        let error = Errno.current
+        if error == .interrupted { return 0 }
+        throw error
     }
 
     /// Shuts down reading and writing, waking every thread blocked on the socket.

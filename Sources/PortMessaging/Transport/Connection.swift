@@ -40,37 +40,69 @@ final class Connection: Sendable {
 
     /// A frame is being written (the token that keeps frames whole).
     private let writing = ConditionLock<Bool>(false)
-    /// Bytes and descriptors read but not yet made into messages.
+    /// Bytes and descriptors read but not yet made into messages, and the buffer reads go
+    /// into; held for the whole of a read, so reads on two threads cannot interleave.
     private let inbound: Locked<Inbound>
-    /// The buffer reads go into, kept from one read to the next (uninitialized memory):
-    /// making and zeroing a fresh 256 KiB array for every read was most of the time of a
-    /// small round trip. Taken out of the slot while a read uses it.
-    private let readBuffer = Locked<UnsafeMutableRawBufferPointer?>(nil)
-    /// The size of `readBuffer`: the most one read takes.
+    /// The size of the read buffer: the most one read takes.
     private static let readChunk = 256 * 1024
-    /// Replies by request sequence number, and who waits for them.
+    /// The most descriptors one read can bring (Linux's SCM_MAX_FD).
+    private static let maxReceivedDescriptors = 253
+    /// The request in flight (one at a time), its reply, and why the connection failed.
     private let replies = ConditionLock(Replies())
     /// Whether the connection is open, and what it is bound to.
     private let life = Locked(Life())
-    /// One request at a time on an unbound connection (its requester reads the reply).
-    let requestToken = ConditionLock<Bool>(false)
-    private let sequences = Atomic<UInt64>(1)
+    /// `life.open`, readable without the lock (every write checks it); cleared in `close`
+    /// under `life`'s lock.
+    private let openFlag = Atomic<Bool>(true)
 
     struct Inbound {
         var splitter: WireFrameSplitter
         var descriptors: [CInt] = []
+        /// Kept from one read to the next (uninitialized memory), made on the first read:
+        /// making and zeroing a fresh buffer for every read was most of a small round trip.
+        var buffer: UnsafeMutableRawBufferPointer?
+        /// The emptied array of the last read that brought several frames, kept for its
+        /// capacity (a stream of small messages brings hundreds per read).
+        var spareDeliveries: [Delivery] = []
     }
 
+    /// One request at a time per connection: whoever sends a request holds the connection
+    /// until its reply is in (or it gives up), so a single slot holds the reply.
     struct Replies {
-        var waiting: Set<UInt64> = []
-        var arrived: [UInt64: Message] = [:]
+        var nextSequence: UInt64 = 1
+        var requestInFlight = false
+        /// The sequence number whose reply is awaited; 0 when none is.
+        var waiting: UInt64 = 0
+        var arrived: Message?
         var failure: PortError?
+
+        /// Takes the connection for a request; returns its sequence number.
+        mutating func begin() -> UInt64 {
+            requestInFlight = true
+            let sequence = nextSequence
+            nextSequence = nextSequence == .max ? 1 : nextSequence + 1
+            waiting = sequence
+            return sequence
+        }
+
+        /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure
+        /// if any.
+        mutating func outcome(_ sequence: UInt64, peek: Bool = false) -> Result<Message, PortError>? {
+            if waiting == sequence, let message = arrived {
+                if !peek { arrived = nil }
+                return .success(message)
+            }
+            if let failure { return .failure(failure) }
+            return nil
+        }
     }
 
     struct Life {
         var open = true
         /// Weak: the port owns its connections, not the other way round.
         weak var port: ReceivePort?
+        /// The port's handler (fixed once the port is scheduled).
+        var handler: ReceivePort.Handler?
         var loop: ThreadLoop?
         var source: DescriptorSource?
         var closedHandlers: [@Sendable (PortError) -> Void] = []
@@ -98,9 +130,7 @@ final class Connection: Sendable {
         }
     }
 
-    var isOpen: Bool { life.withLock { $0.open } }
-
-    func nextSequence() -> UInt64 { sequences.wrappingAdd(1, ordering: .relaxed).oldValue }
+    var isOpen: Bool { openFlag.load(ordering: .acquiring) }
 
     /// Runs `handler` once when the connection closes (at once if it is closed already).
     func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
@@ -113,15 +143,42 @@ final class Connection: Sendable {
 
     // MARK: Writing
 
-    /// Writes one frame with its descriptors before `deadline`.
+    /// Writes one frame with its descriptors before `deadline`; returns true when it had to
+    /// wait (for another writer, or for room).
     ///
     /// The deadline covers waiting for the writer token and for room before the first byte.
     /// Once part of a frame is out it must be finished (a half frame would corrupt the
     /// stream): the rest gets a grace period, after which the connection is closed.
-    func write(_ frame: [UInt8], descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) {
+    @discardableResult
+    func write(_ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) -> Bool {
+        try write(frame, descriptors: descriptors, deadline: { deadline })
+    }
+
+    /// `write(_:descriptors:deadline:)` with the deadline asked for only if the write has
+    /// to wait (the usual write reads no clock).
+    @discardableResult
+    func write(
+        _ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline lazyDeadline: () -> ContinuousClock.Instant?
+    ) throws(PortError) -> Bool {
         guard isOpen else { throw replies.withLock { $0.failure } ?? .invalidPort }
         if !descriptors.isEmpty && !carriesDescriptors { throw .descriptorsNeedASocket }
-        guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
+        // The usual case in one lock hold: the token is free and the whole frame goes out in
+        // one non-blocking write, made while holding the lock (other writers wait for the
+        // length of one system call). Only otherwise is the token taken for the slow path.
+        var first: Result<Int, Errno>?
+        let done = writing.withLock { busy -> Bool in
+            if busy { return false }
+            let result = writeSome(frame, descriptors: descriptors)
+            if case .success(let written) = result, written == frame.count { return true }
+            first = result
+            busy = true
+            return false
+        }
+        if done { return false }
+        let deadline = lazyDeadline()
+        if first == nil {
+            guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
+        }
         defer {
             writing.withLock { $0 = false }
             writing.broadcast()
@@ -129,7 +186,11 @@ final class Connection: Sendable {
         var offset = 0
         var pending = descriptors
         while offset < frame.count {
-            switch writeSome(frame, from: offset, descriptors: pending) {
+            let result: Result<Int, Errno>
+            if let made = first.take() { result = made } else {
+                result = writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending)
+            }
+            switch result {
             case .success(let written):
                 offset += written
                 pending = []
@@ -150,30 +211,25 @@ final class Connection: Sendable {
                 throw failure
             }
         }
+        return true
+    }
+
+    /// Writes one frame held in an array; see `write(_:descriptors:deadline:)`.
+    func write(_ frame: [UInt8], descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) {
+        // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
+        let result = frame.withUnsafeBytes { bytes in
+            Result { () throws(PortError) in try write(bytes, descriptors: descriptors, deadline: deadline) }
+        }
+        _ = try result.get()
     }
 
     /// One write of what is left of a frame (descriptors go with the first byte).
-    private func writeSome(_ frame: [UInt8], from offset: Int, descriptors: [CInt]) -> Result<Int, Errno> {
-        frame.withUnsafeBytes { raw in
-            let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
-            switch medium {
-            case .socket(let fd):
-                return Result { () throws(Errno) -> Int in try fd.send(rest, descriptors: descriptors) }
-            case .pipes(_, let fd):
-                return valueOrErrno { portkit_write_nosigpipe(fd.rawValue, rest.baseAddress, rest.count) }
-            }
-        }
-    }
-
-    /// One read into `buffer`, with the descriptors that came along.
-    private func readSome(into buffer: UnsafeMutableRawBufferPointer) -> Result<FileDescriptor.Received, Errno> {
+    private func writeSome(_ rest: UnsafeRawBufferPointer, descriptors: [CInt]) -> Result<Int, Errno> {
         switch medium {
         case .socket(let fd):
-            return Result { () throws(Errno) -> FileDescriptor.Received in try fd.receive(into: buffer) }
-        case .pipes(let fd, _):
-            return Result { () throws(Errno) -> FileDescriptor.Received in
-                FileDescriptor.Received(count: try fd.read(into: buffer), descriptors: [], truncated: false)
-            }
+            return Result { () throws(Errno) -> Int in try fd.send(rest, descriptors: descriptors) }
+        case .pipes(_, let fd):
+            return valueOrErrno { portkit_write_nosigpipe(fd.rawValue, rest.baseAddress, rest.count) }
         }
     }
 
@@ -205,108 +261,208 @@ final class Connection: Sendable {
         case adopt(FileDescriptor)
     }
 
-    /// Reads what is available (without blocking) and turns it into deliveries. Returns
-    /// false when the peer closed or the stream broke (the connection is then closed).
+    /// The deliveries of one read: the first inline (a read usually brings one frame), the
+    /// others in an array made only when there are others.
+    private struct Deliveries {
+        var first: Delivery?
+        var rest: [Delivery] = []
+
+        mutating func append(_ delivery: Delivery) {
+            if case .none = first, rest.isEmpty { first = delivery } else { rest.append(delivery) }
+        }
+
+        /// Hands each delivery to `deliver`, in order, and empties the batch (keeping the
+        /// array's capacity).
+        mutating func drain(_ deliver: (Delivery) -> Void) {
+            guard let head = first.take() else { return }
+            deliver(head)
+            guard !rest.isEmpty else { return }
+            for index in rest.indices { deliver(rest[index]) }
+            rest.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// What one read came to.
+    private enum ReadOutcome {
+        /// Nothing more to read now.
+        case drained
+        /// The buffer was filled: there may be more.
+        case more
+        /// The peer closed or the stream broke: close the connection with this reason.
+        case closed(PortError)
+    }
+
+    /// Reads what is available (without blocking) and turns it into deliveries, handed to
+    /// `deliver` outside every lock. Returns false when the peer closed or the stream broke
+    /// (the connection is then closed, after the frames before the break were delivered).
     private func readAvailable(maxChunks: Int, _ deliver: (Delivery) -> Void) -> Bool {
-        let chunkSize = Self.readChunk
-        let scratch = readBuffer.withLock { $0.take() } ?? .allocate(byteCount: chunkSize, alignment: 16)
+        var batch = Deliveries()
         defer {
-            // Back in the slot, unless another read (on another thread) put its own there.
-            let spare = readBuffer.withLock { slot -> UnsafeMutableRawBufferPointer? in
-                guard slot == nil else { return scratch }
-                slot = scratch
-                return nil
+            // The array of a many-frame read goes back for the next one.
+            if batch.rest.capacity > 0 {
+                inbound.withLock { state in
+                    if state.spareDeliveries.capacity < batch.rest.capacity { swap(&state.spareDeliveries, &batch.rest) }
+                }
             }
-            spare?.deallocate()
         }
         for _ in 0..<maxChunks {
-            let got: FileDescriptor.Received
-            switch readSome(into: scratch) {
-            case .success(let received): got = received
-            case .failure(.wouldBlock): return true
-            case .failure(let error):
-                close(PortError(connection: "receive", error))
+            let outcome = inbound.withLock { state in readOnce(&state, into: &batch) }
+            batch.drain(deliver)
+            switch outcome {
+            case .more: continue
+            case .drained: return true
+            case .closed(let reason):
+                close(reason)
                 return false
             }
-            if got.count == 0 {
-                for fd in got.descriptors { Glibc.close(fd) }
-                close(.peerDied)
-                return false
-            }
-            let frames = inbound.withLock { state -> Result<[([UInt8], [CInt])], PortError> in
-                state.descriptors += got.descriptors
-                state.splitter.append(UnsafeRawBufferPointer(rebasing: scratch[..<got.count]))
-                var frames: [([UInt8], [CInt])] = []
-                do throws(WireError) {
-                    while let frame = try state.splitter.nextFrame() {
-                        let count = frame.withUnsafeBytes { (try? WireHeader.parse($0, limits: limits))??.descriptorCount } ?? 0
-                        guard count <= state.descriptors.count else {
-                            return .failure(.malformed("frame announces \(count) descriptors, \(state.descriptors.count) arrived"))
-                        }
-                        frames.append((frame, Array(state.descriptors.prefix(count))))
-                        state.descriptors.removeFirst(count)
-                    }
-                } catch {
-                    return .failure(.malformed(error.description))
-                }
-                return .success(frames)
-            }
-            switch frames {
-            case .failure(let error):
-                close(error)
-                return false
-            case .success(let frames):
-                for (frame, descriptors) in frames {
-                    do throws(PortError) {
-                        deliver(try decode(frame, descriptors))
-                    } catch {
-                        close(error)
-                        return false
-                    }
-                }
-            }
-            if got.count < chunkSize { return true }
         }
         return true
     }
 
-    private func decode(_ frame: [UInt8], _ descriptors: [CInt]) throws(PortError) -> Delivery {
-        let wire: WireMessage
-        do {
-            wire = try WireCodec.decode(frame, descriptorCount: descriptors.count, limits: limits)
+    /// One read, and the frames it completes decoded into `batch`. Frames that lie whole in
+    /// the read buffer are decoded from it directly (no copy, the header parsed once); only
+    /// a frame split across reads goes through the splitter.
+    private func readOnce(_ state: inout Inbound, into batch: inout Deliveries) -> ReadOutcome {
+        let buffer: UnsafeMutableRawBufferPointer
+        if let kept = state.buffer {
+            buffer = kept
+        } else {
+            buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
+            state.buffer = buffer
+        }
+        let got = withUnsafeTemporaryAllocation(of: CInt.self, capacity: Self.maxReceivedDescriptors) { fds -> Result<Int, Errno> in
+            switch medium {
+            case .socket(let fd):
+                let received: (count: Int, descriptors: Int, truncated: Bool)
+                do throws(Errno) { received = try fd.receive(into: buffer, descriptors: fds) } catch { return .failure(error) }
+                if received.descriptors > 0 {
+                    state.descriptors.append(contentsOf: UnsafeBufferPointer(rebasing: fds[..<received.descriptors]))
+                }
+                return .success(received.count)
+            case .pipes(let fd, _):
+                return Result { () throws(Errno) -> Int in try fd.read(into: buffer) }
+            }
+        }
+        let count: Int
+        switch got {
+        case .success(let bytes): count = bytes
+        case .failure(.wouldBlock): return .drained
+        case .failure(let error): return .closed(PortError(connection: "receive", error))
+        }
+        if count == 0 { return .closed(.peerDied) }
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+        if batch.rest.capacity == 0 && state.spareDeliveries.capacity > 0 {
+            swap(&batch.rest, &state.spareDeliveries)
+        }
+        do throws(PortError) {
+            if state.splitter.bufferedByteCount == 0 {
+                var offset = 0
+                while offset < count {
+                    let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+                    guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
+                    let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
+                    batch.append(try decode(frame, header, takingFrom: &state.descriptors))
+                    offset += header.frameLength
+                }
+                // A frame begun but not ended waits in the splitter for the next read.
+                if offset < count { state.splitter.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+            } else {
+                state.splitter.append(bytes)
+                while let frame = try nextFrame(&state.splitter) {
+                    let result = frame.withUnsafeBytes { raw in
+                        Result { () throws(PortError) -> Delivery in
+                            guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
+                            return try decode(raw, header, takingFrom: &state.descriptors)
+                        }
+                    }
+                    batch.append(try result.get())
+                }
+            }
+        } catch {
+            return .closed(error)
+        }
+        return count < buffer.count ? .drained : .more
+    }
+
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer) throws(PortError) -> WireHeader? {
+        do { return try WireHeader.parse(bytes, limits: limits) } catch { throw .malformed(error.description) }
+    }
+
+    private func nextFrame(_ splitter: inout WireFrameSplitter) throws(PortError) -> [UInt8]? {
+        do { return try splitter.nextFrame() } catch { throw .malformed(error.description) }
+    }
+
+    /// Decodes one whole frame whose header is parsed, taking the descriptors it announces
+    /// from the front of `pending` (descriptors arrive in frame order).
+    private func decode(
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom pending: inout [CInt]
+    ) throws(PortError) -> Delivery {
+        let count = header.descriptorCount
+        guard count <= pending.count else {
+            throw .malformed("frame announces \(count) descriptors, \(pending.count) arrived")
+        }
+        var descriptors: [CInt] = []
+        if count > 0 {
+            descriptors = Array(pending.prefix(count))
+            pending.removeFirst(count)
+        }
+        let limits = self.limits
+        let components: [MessageComponent]
+        do throws(WireError) {
+            if descriptors.isEmpty {
+                // Bytes only (the usual frame): components made as they are read.
+                components = try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
+                    WireMapping.component(from: $0, descriptors: [], limits: limits)
+                }
+            } else {
+                // Descriptors are taken over only once the whole frame has proved valid.
+                let wire = try WireCodec.decodeComponents(frame, header: header, descriptorCount: descriptors.count) { $0 }
+                if header.kind == .adoptConnection {
+                    if descriptors.count == 1 { return .adopt(FileDescriptor(rawValue: descriptors[0])) }
+                    components = []
+                } else {
+                    components = wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) }
+                }
+            }
         } catch {
             for fd in descriptors { Glibc.close(fd) }
             throw .malformed(error.description)
         }
-        if wire.kind == .adoptConnection {
-            guard descriptors.count == 1 else {
-                for fd in descriptors { Glibc.close(fd) }
-                throw .malformed("adopt-connection frame without exactly one descriptor")
-            }
-            return .adopt(FileDescriptor(rawValue: descriptors[0]))
+        if header.kind == .adoptConnection {
+            for fd in descriptors { Glibc.close(fd) }
+            throw .malformed("adopt-connection frame without exactly one descriptor")
         }
-        let message = WireMapping.message(from: wire, descriptors: descriptors, limits: limits)
-        return wire.kind == .reply ? .reply(wire.sequence, message) : .incoming(wire.kind, wire.sequence, message)
+        let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
+        let message = Message(id: header.id, components: components, replyPort: replyPort)
+        return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
     }
 
     /// Called by the loop when a bound connection is readable.
     fileprivate func loopCanRead() {
-        let port = life.withLock { $0.port }
-        _ = readAvailable(maxChunks: 16) { delivery in
-            switch delivery {
-            case .reply(let sequence, let message): complete(sequence, with: message)
-            case .incoming(let kind, let sequence, let message):
-                if let port { port.receive(message, kind: kind, sequence: sequence, from: self) } else { discard(message) }
-            case .adopt(let socket):
-                if let port { try? port.adoptConnection(socket) } else { try? socket.close() }
+        let handler = life.withLock { $0.handler }
+        _ = readAvailable(maxChunks: 16) { delivery in deliver(delivery, handler: handler) }
+    }
+
+    /// Hands a delivery to the bound port's `handler` (`nil` once the connection is no
+    /// longer bound: then it is dropped, its descriptors closed); replies go to their
+    /// waiter. The port itself is reached only for a check-in or an adopted connection.
+    private func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
+        switch delivery {
+        case .reply(let sequence, let message): complete(sequence, with: message)
+        case .incoming(let kind, let sequence, let message):
+            guard let handler else { return discard(message) }
+            ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
+                self.life.withLock { $0.port }
             }
+        case .adopt(let socket):
+            if let port = life.withLock({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
         }
     }
 
     private func complete(_ sequence: UInt64, with message: Message) {
         let taken = replies.withLock { table -> Bool in
-            guard table.waiting.contains(sequence) else { return false }
-            table.arrived[sequence] = message
+            guard sequence != 0, table.waiting == sequence, case .none = table.arrived else { return false }
+            table.arrived = message
             return true
         }
         if taken { replies.broadcast() } else { discard(message) }
@@ -319,46 +475,129 @@ final class Connection: Sendable {
 
     // MARK: Requests
 
-    /// Registers interest in the reply to `sequence` (before the request is written).
-    func expectReply(_ sequence: UInt64) {
-        replies.withLock { _ = $0.waiting.insert(sequence) }
+    /// Takes the connection for one request (one at a time: the reply is matched to the
+    /// request in flight), waiting for it until `deadline`; returns the request's sequence
+    /// number (and whether it had to wait), or `nil` on time-out. `endRequest()` gives the
+    /// connection back.
+    func beginRequest(until deadline: ContinuousClock.Instant?) -> (sequence: UInt64, waited: Bool)? {
+        let free = replies.withLock { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
+        if let free { return (free, false) }
+        let sequence = replies.wait(until: deadline) { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
+        return sequence.map { ($0, true) }
     }
 
-    /// Forgets a reply no one waits for any more.
-    func abandonReply(_ sequence: UInt64) {
+    /// Ends the request in flight: a reply that came too late is dropped (its descriptors
+    /// closed), and the next requester may go.
+    func endRequest() {
         let late = replies.withLock { table -> Message? in
-            table.waiting.remove(sequence)
-            return table.arrived.removeValue(forKey: sequence)
+            table.requestInFlight = false
+            table.waiting = 0
+            return table.arrived.take()
         }
+        replies.broadcast()
         if let late { discard(late) }
     }
 
-    /// Waits for the reply to `sequence` until `deadline`. On a bound connection the loop
-    /// reads; on an unbound one this thread does.
+    /// How long a request waits on its connection alone, when its thread's loop reads the
+    /// connection, before that loop serves its other work again.
+    static let directWaitSlice: Duration = .milliseconds(1)
+    private static let sliceMilliseconds = milliseconds(directWaitSlice)
+
+    /// `duration` in whole milliseconds for `poll`, rounded up (so a wait never ends
+    /// early and spins), at least 0, at most a day; integer arithmetic only.
+    static func milliseconds(_ duration: Duration) -> CInt {
+        let (seconds, attoseconds) = duration.components
+        if seconds < 0 || (seconds == 0 && attoseconds <= 0) { return 0 }
+        if seconds >= 86_400 { return 86_400_000 }
+        let perMillisecond: Int64 = 1_000_000_000_000_000
+        return CInt(seconds * 1000 + (attoseconds + perMillisecond - 1) / perMillisecond)
+    }
+
+    /// Waits for the reply to `sequence` until `deadline`.
+    ///
+    /// On a connection another thread's loop reads, that loop hands the reply over. When
+    /// this thread reads it itself (an unbound connection, or one bound to this thread's
+    /// loop), it waits on the connection's descriptor and reads it. Bound to this thread's
+    /// loop, that direct wait lasts at most `directWaitSlice` (like CFMessagePortSendRequest's
+    /// private reply mode, but short): a reply later than that is waited for by running
+    /// the loop, which serves its other work (timers, blocks, other ports) meanwhile, as
+    /// before. Frames other than the reply still reach the bound port's handler (an
+    /// unbound connection has none: they are dropped).
     func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
-        defer { abandonReply(sequence) }
-        let (bound, loop) = life.withLock { ($0.port != nil, $0.loop) }
-        if bound, let loop, loop.isCurrent, let mode = loop.currentMode ?? Optional(LoopMode.default) {
-            // This thread reads the connection: run its loop until the reply is in.
-            while replies.withLock({ $0.arrived[sequence] == nil && $0.failure == nil }),
-                  deadline.map({ ContinuousClock.now < $0 }) ?? true {
+        // Neither the port nor the loop is retained here: both have side-table reference
+        // counts (weak references to them exist), which make every retain a slow one.
+        let (bound, onLoopThread) = life.withLock { ($0.handler != nil, $0.loop?.isCurrent ?? false) }
+        guard bound else { return try awaitReplyReading(sequence, deadline: deadline) }
+        if onLoopThread {
+            if let reply = try awaitReplyDirectly(sequence, deadline: deadline) { return reply }
+            // Slow: run the loop (its source reads the connection) until the reply is in.
+            guard let loop = life.withLock({ $0.loop }), loop.isCurrent else {
+                return try awaitReplyReading(sequence, deadline: deadline)
+            }
+            let mode = loop.currentMode ?? .default
+            while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
                 _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
             }
         }
+        let outcome = replies.wait(until: deadline) { table in table.outcome(sequence) }
+        guard let outcome else { throw .receiveTimedOut }
+        return try outcome.get()
+    }
+
+    /// The first `directWaitSlice` of a wait on a connection bound to this thread's loop:
+    /// waits on the descriptor alone and reads it here. The usual round trip ends here
+    /// with two lock holds and no clock reading. `nil`: no reply yet.
+    private func awaitReplyDirectly(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message? {
+        var reply: Message?
+        var handler: ReceivePort.Handler??
+        // poll's granularity is a millisecond, rounded up: the slice is one poll, unless
+        // other frames arrive first (then the clock ends it).
+        let sliceMilliseconds = Self.sliceMilliseconds
+        var sliceEnd: ContinuousClock.Instant?
         while true {
-            let outcome = replies.wait(until: bound ? deadline : .now) { table -> Result<Message, PortError>? in
-                if let message = table.arrived.removeValue(forKey: sequence) { return .success(message) }
-                if let failure = table.failure { return .failure(failure) }
-                return nil
-            }
-            if let outcome { return try outcome.get() }
-            if bound { throw .receiveTimedOut }
-            // Unbound: read until the reply is in, the peer goes, or time runs out.
             let ready: CShort
-            do { ready = try readFD.poll(CShort(POLLIN), timeout: deadline.map { $0 - .now }) } catch {
+            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
                 throw PortError("poll", error)
             }
-            if ready == 0 { throw .receiveTimedOut }
+            if ready == 0 { return nil }  // the slice is over
+            let open = readAvailable(maxChunks: 64) { delivery in
+                if case .reply(sequence, let message) = delivery, case .none = reply {
+                    reply = message
+                    return
+                }
+                if handler == nil { handler = .some(life.withLock { $0.handler }) }
+                deliver(delivery, handler: handler ?? nil)
+            }
+            if let reply {
+                // Taken here, not through the table: this thread is the connection's reader.
+                return reply
+            }
+            if !open, let failure = replies.withLock({ $0.failure }) { throw failure }
+            // Other frames came first (or a nested run took the reply): the slice goes on,
+            // by the clock now, so a chatty peer cannot keep the loop waiting.
+            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
+            let now = ContinuousClock.now
+            if let deadline, now >= deadline { throw .receiveTimedOut }
+            if let end = sliceEnd, now >= end { return nil }
+            if sliceEnd == nil { sliceEnd = now + Self.directWaitSlice }
+        }
+    }
+
+    /// Waits for the reply on an unbound connection, which its requester reads.
+    private func awaitReplyReading(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+        while true {
+            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
+            var milliseconds: CInt = -1
+            if let deadline {
+                let now = ContinuousClock.now
+                if now >= deadline { throw .receiveTimedOut }
+                milliseconds = Self.milliseconds(deadline - now)
+            }
+            let ready: CShort
+            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) } catch {
+                throw PortError("poll", error)
+            }
+            if ready == 0 { continue }
             _ = readAvailable(maxChunks: 64) { delivery in
                 switch delivery {
                 case .reply(let sequence, let message): complete(sequence, with: message)
@@ -373,13 +612,20 @@ final class Connection: Sendable {
 
     /// Binds the connection to a receive port: a descriptor source on the port's loop, in
     /// its modes, reads frames and hands them to the port.
-    func bind(to port: ReceivePort, loop: ThreadLoop, modes: [LoopMode]) throws(PortError) {
-        let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { [weak self] _, _ in
-            self?.loopCanRead()
+    func bind(to port: ReceivePort, loop: ThreadLoop, modes: [LoopMode], handler: ReceivePort.Handler) throws(PortError) {
+        // A strong capture, not a weak one: a weak reference anywhere moves the connection's
+        // reference count to a side table, where every retain and release on the message
+        // path is a slow one. The cycle (connection → source → this closure → connection)
+        // is broken by `close`, which a bound connection always gets: from its port's
+        // invalidation (the port holds its connections and invalidates in its deinit), its
+        // peer's end, or its send port's invalidation.
+        let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { _, _ in
+            self.loopCanRead()
         }
         let stillOpen = life.withLock { life -> Bool in
             guard life.open else { return false }
             life.port = port
+            life.handler = handler
             life.loop = loop
             life.source = source
             return true
@@ -428,8 +674,10 @@ final class Connection: Sendable {
         let (wasOpen, source, loop, handlers, watchers) = life.withLock { life in
             let result = (life.open, life.source, life.loop, life.closedHandlers, life.watchers)
             life.open = false
+            openFlag.store(false, ordering: .releasing)
             life.source = nil
             life.port = nil
+            life.handler = nil
             life.closedHandlers = []
             life.watchers = []
             return result
@@ -470,6 +718,6 @@ final class Connection: Sendable {
 
     deinit {
         close(.invalidPort)
-        readBuffer.withLock { $0?.deallocate() }
+        inbound.withLock { $0.buffer?.deallocate() }
     }
 }

@@ -13,6 +13,101 @@ enum WireMapping {
         func closeTransient() { for fd in transient { try? fd.close() } }
     }
 
+    /// The largest frame `withFrame` encodes on the stack; larger ones go to the heap.
+    /// Up to 1 KiB a temporary allocation is always on the stack; above, the standard
+    /// library first asks how much stack is left, which on Linux can cost more than the
+    /// heap allocation it saves.
+    static let stackFrameLimit = 1024
+
+    /// Encodes `message` and runs `body` with the frame and the descriptors to send with it.
+    ///
+    /// A message of bytes components only, without a reply port, whose frame is small (the
+    /// usual request, reply or one-way message) is encoded into stack memory: no array for
+    /// the components, none for the frame. Anything else goes through `frame(for:…)`.
+    static func withFrame<R>(
+        for message: Message, kind: WireKind, sequence: UInt64, limits: WireLimits,
+        _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
+    ) throws(PortError) -> R {
+        if message.replyPort == nil, message.components.count <= 1 {
+            // The usual message: one bytes component or none.
+            if message.components.isEmpty {
+                return try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: nil, limits: limits, body)
+            }
+            if case .data(let bytes) = message.components[0] {
+                guard bytes.count <= limits.maxMessageBytes else {
+                    throw .messageTooLarge(size: bytes.count, limit: limits.maxMessageBytes)
+                }
+                if WireLayout.headerSize + WireLayout.componentHeaderSize + bytes.count <= stackFrameLimit {
+                    // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
+                    let result = bytes.withUnsafeBytes { payload in
+                        Result { () throws(PortError) -> R in
+                            try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: payload, limits: limits, body)
+                        }
+                    }
+                    return try result.get()
+                }
+            }
+        }
+        if message.replyPort == nil, let payloads = bytesOnly(message.components) {
+            var size = 0
+            for payload in payloads { size += payload.count }
+            guard size <= limits.maxMessageBytes else { throw .messageTooLarge(size: size, limit: limits.maxMessageBytes) }
+            let length = WireCodec.bytesOnlyFrameLength(payloads)
+            if length <= stackFrameLimit {
+                return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) {
+                    (buffer) throws(PortError) -> R in
+                    let written: Int
+                    do throws(WireError) {
+                        written = try WireCodec.encodeBytesOnly(
+                            kind: kind, id: message.id, sequence: sequence, payloads: payloads, into: buffer, limits: limits)
+                    } catch {
+                        throw PortError.malformed(error.description)
+                    }
+                    return try body(UnsafeRawBufferPointer(rebasing: buffer[..<written]), [])
+                }
+            }
+        }
+        let frame = try frame(for: message, kind: kind, sequence: sequence, limits: limits)
+        defer { frame.closeTransient() }
+        // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
+        let result = frame.bytes.withUnsafeBytes { bytes in
+            Result { () throws(PortError) -> R in try body(bytes, frame.descriptors) }
+        }
+        return try result.get()
+    }
+
+    /// Encodes a message of at most one small bytes component on the stack and runs `body`
+    /// with the frame.
+    private static func withSingleBytesFrame<R>(
+        id: UInt32, kind: WireKind, sequence: UInt64, payload: UnsafeRawBufferPointer?, limits: WireLimits,
+        _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
+    ) throws(PortError) -> R {
+        let length = WireLayout.headerSize + (payload.map { WireLayout.componentHeaderSize + $0.count } ?? 0)
+        return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) { (buffer) throws(PortError) -> R in
+            let written: Int
+            do throws(WireError) {
+                written = try WireCodec.encodeSingleBytes(
+                    kind: kind, id: id, sequence: sequence, payload: payload, into: buffer, limits: limits)
+            } catch {
+                throw PortError.malformed(error.description)
+            }
+            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<written]), [])
+        }
+    }
+
+    /// The payloads of `components` when they are all bytes components, else `nil`.
+    private static func bytesOnly(
+        _ components: [MessageComponent]
+    ) -> LazyMapCollection<[MessageComponent], [UInt8]>? {
+        for component in components {
+            guard case .data = component else { return nil }
+        }
+        return components.lazy.map { component -> [UInt8] in
+            if case .data(let bytes) = component { return bytes }
+            return []  // unreachable: every component was checked to be bytes
+        }
+    }
+
     /// Encodes `message`. Ports become fresh connection ends (made here, closed by the
     /// caller after the write through `closeTransient`).
     static func frame(
@@ -59,21 +154,18 @@ enum WireMapping {
         }
     }
 
-    /// Builds the message a decoded frame carries; takes ownership of `descriptors`.
-    static func message(from wire: WireMessage, descriptors: [CInt], limits: WireLimits) -> Message {
-        var components: [MessageComponent] = []
-        components.reserveCapacity(wire.components.count)
-        for component in wire.components {
-            switch component {
-            case .bytes(let bytes): components.append(.data(bytes))
-            case .port(let index):
-                components.append(.port(SendPort(connection: Connection(.socket(FileDescriptor(rawValue: descriptors[index])), limits: limits))))
-            case .descriptor(let index): components.append(.descriptor(descriptors[index]))
-            }
+    /// The message component a decoded wire component stands for; a port or descriptor
+    /// takes ownership of its entry of `descriptors` (the frame's, in order).
+    static func component(from wire: WireComponent, descriptors: [CInt], limits: WireLimits) -> MessageComponent {
+        switch wire {
+        case .bytes(let bytes): .data(bytes)
+        case .port(let index): .port(sendPort(descriptors[index], limits: limits))
+        case .descriptor(let index): .descriptor(descriptors[index])
         }
-        let reply = wire.replyPort.map {
-            SendPort(connection: Connection(.socket(FileDescriptor(rawValue: descriptors[$0])), limits: limits))
-        }
-        return Message(id: wire.id, components: components, replyPort: reply)
+    }
+
+    /// A send port over a received connection end (a port that travelled in a frame).
+    static func sendPort(_ descriptor: CInt, limits: WireLimits) -> SendPort {
+        SendPort(connection: Connection(.socket(FileDescriptor(rawValue: descriptor)), limits: limits))
     }
 }

@@ -10,7 +10,12 @@ struct DescriptorLedger {
     static func with<R>(
         count: Int, _ body: (DescriptorLedger) throws(WireError) -> R
     ) throws(WireError) -> R {
-        let wordCount = max(1, (count + 63) / 64)
+        // No descriptors (the usual frame): nothing to track, no allocation. Every claim
+        // then fails its range check before touching a word.
+        if count == 0 {
+            return try body(DescriptorLedger(words: UnsafeMutableBufferPointer(start: nil, count: 0), count: 0))
+        }
+        let wordCount = (count + 63) / 64
         return try withUnsafeTemporaryAllocation(of: UInt64.self, capacity: wordCount) {
             (words) throws(WireError) -> R in
             words.initialize(repeating: 0)

@@ -72,14 +72,7 @@ package enum WireCodec {
             for component in message.components {
                 switch component {
                 case .bytes(let payload):
-                    frame[offset] = L.bytesTag
-                    frame.wireStore(UInt32(truncatingIfNeeded: payload.count), at: offset + 1)
-                    offset += L.componentHeaderSize
-                    payload.withUnsafeBytes { source in
-                        UnsafeMutableRawBufferPointer(rebasing: frame[offset..<offset + source.count])
-                            .copyMemory(from: source)
-                    }
-                    offset += payload.count
+                    offset = writeBytesComponent(payload, at: offset, into: frame)
                 case .port(let index):
                     frame[offset] = L.portTag
                     frame.wireStore(UInt32(truncatingIfNeeded: index), at: offset + 1)
@@ -92,6 +85,99 @@ package enum WireCodec {
             }
             initializedCount = offset
         }
+    }
+
+    /// The length of the frame `encodeBytesOnly` makes for these payloads (saturating, so
+    /// a sum past `Int.max` still reads as oversized).
+    package static func bytesOnlyFrameLength<Payloads: Collection<[UInt8]>>(_ payloads: Payloads) -> Int {
+        var frameLength = WireLayout.headerSize
+        for payload in payloads {
+            let (sum, overflow) = frameLength.addingReportingOverflow(WireLayout.componentHeaderSize + payload.count)
+            frameLength = overflow ? Int.max : sum
+        }
+        return frameLength
+    }
+
+    /// Encodes a message whose components are all bytes and which carries no descriptors
+    /// (no ports, no reply port) into the start of `buffer`: the very bytes `encode` makes
+    /// for the same message, without building a `WireMessage` or an array for the frame,
+    /// so a sender can encode into memory it reuses or has on its stack.
+    ///
+    /// - Returns: the frame's length.
+    /// - Throws: `oversized`, `tooManyComponents` (as `encode`); the frame must fit
+    ///   `buffer` (at least `bytesOnlyFrameLength(payloads)` bytes), which is a
+    ///   precondition, not an error.
+    package static func encodeBytesOnly<Payloads: Collection<[UInt8]>>(
+        kind: WireKind, id: UInt32, sequence: UInt64, payloads: Payloads,
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits = .default
+    ) throws(WireError) -> Int {
+        let frameLength = bytesOnlyFrameLength(payloads)
+        guard frameLength <= limits.maxFrameBytes else {
+            throw .oversized(length: frameLength, limit: limits.maxFrameBytes)
+        }
+        let componentCount = payloads.count
+        guard componentCount <= limits.maxComponents else {
+            throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
+        }
+        precondition(buffer.count >= frameLength, "the buffer is smaller than the frame")
+        let header = WireHeader(
+            kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
+            componentCount: componentCount, descriptorCount: 0, replyPort: nil)
+        header.write(into: buffer)
+        var offset = WireLayout.headerSize
+        for payload in payloads { offset = writeBytesComponent(payload, at: offset, into: buffer) }
+        return offset
+    }
+
+    /// Encodes a message of at most one bytes component (`payload`; `nil`: no component)
+    /// and no descriptors into the start of `buffer`: the very bytes `encode` makes for it.
+    /// The usual message has exactly this shape; this path touches no array at all.
+    ///
+    /// - Returns: the frame's length.
+    /// - Throws: `oversized`, `tooManyComponents` (as `encode`); the frame must fit
+    ///   `buffer` (`WireLayout.headerSize`, plus the component header and payload if
+    ///   any), which is a precondition, not an error.
+    package static func encodeSingleBytes(
+        kind: WireKind, id: UInt32, sequence: UInt64, payload: UnsafeRawBufferPointer?,
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits = .default
+    ) throws(WireError) -> Int {
+        typealias L = WireLayout
+        let componentCount = payload == nil ? 0 : 1
+        let (frameLength, overflow) = L.headerSize.addingReportingOverflow(payload.map { L.componentHeaderSize + $0.count } ?? 0)
+        guard !overflow, frameLength <= limits.maxFrameBytes else {
+            throw .oversized(length: overflow ? Int.max : frameLength, limit: limits.maxFrameBytes)
+        }
+        guard componentCount <= limits.maxComponents else {
+            throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
+        }
+        precondition(buffer.count >= frameLength, "the buffer is smaller than the frame")
+        let header = WireHeader(
+            kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
+            componentCount: componentCount, descriptorCount: 0, replyPort: nil)
+        header.write(into: buffer)
+        guard let payload else { return L.headerSize }
+        buffer[L.headerSize] = L.bytesTag
+        buffer.wireStore(UInt32(truncatingIfNeeded: payload.count), at: L.headerSize + 1)
+        let start = L.headerSize + L.componentHeaderSize
+        if let base = payload.baseAddress, !payload.isEmpty {
+            (buffer.baseAddress! + start).copyMemory(from: base, byteCount: payload.count)
+        }
+        return frameLength
+    }
+
+    /// Writes a bytes component (tag, length, payload) at `offset`; returns the offset
+    /// after it. The caller has sized `frame`.
+    @inline(__always)
+    private static func writeBytesComponent(_ payload: [UInt8], at offset: Int, into frame: UnsafeMutableRawBufferPointer) -> Int {
+        typealias L = WireLayout
+        frame[offset] = L.bytesTag
+        frame.wireStore(UInt32(truncatingIfNeeded: payload.count), at: offset + 1)
+        let start = offset + L.componentHeaderSize
+        payload.withUnsafeBytes { source in
+            guard let base = source.baseAddress, !source.isEmpty else { return }
+            (frame.baseAddress! + start).copyMemory(from: base, byteCount: source.count)
+        }
+        return start + payload.count
     }
 
     /// Decodes exactly one frame from `bytes`.
@@ -108,10 +194,42 @@ package enum WireCodec {
     package static func decode(
         _ bytes: UnsafeRawBufferPointer, descriptorCount: Int, limits: WireLimits = .default
     ) throws(WireError) -> WireMessage {
-        typealias L = WireLayout
         guard let header = try WireHeader.parse(bytes, limits: limits) else {
             throw .truncated(expected: WireHeader.bytesNeeded(bytes), actual: bytes.count)
         }
+        return try decode(bytes, header: header, descriptorCount: descriptorCount)
+    }
+
+    /// Decodes exactly one frame from `bytes` whose header a stream reader has already
+    /// parsed (with `WireHeader.parse`, from these same bytes): the rest of
+    /// `decode(_:descriptorCount:limits:)`, without reading the header a second time.
+    ///
+    /// - Throws: as `decode(_:descriptorCount:limits:)`, less the header errors.
+    package static func decode(
+        _ bytes: UnsafeRawBufferPointer, header: WireHeader, descriptorCount: Int
+    ) throws(WireError) -> WireMessage {
+        let components = try decodeComponents(bytes, header: header, descriptorCount: descriptorCount) { $0 }
+        return WireMessage(
+            kind: header.kind,
+            flags: header.flags,
+            id: header.id,
+            sequence: header.sequence,
+            replyPort: header.replyPort,
+            components: components)
+    }
+
+    /// The body half of `decode(_:header:descriptorCount:)`: checks the frame and returns
+    /// its components, each passed through `make` as it is read, so a transport can build
+    /// its own component values without an intermediate array. The header fields are the
+    /// rest of the message.
+    ///
+    /// - Throws: as `decode(_:header:descriptorCount:)`.
+    @inline(__always)
+    package static func decodeComponents<Component>(
+        _ bytes: UnsafeRawBufferPointer, header: WireHeader, descriptorCount: Int,
+        _ make: (WireComponent) -> Component
+    ) throws(WireError) -> [Component] {
+        typealias L = WireLayout
         let end = header.frameLength
         guard bytes.count >= end else { throw .truncated(expected: end, actual: bytes.count) }
         guard bytes.count == end else { throw .trailingGarbage(count: bytes.count - end) }
@@ -120,9 +238,9 @@ package enum WireCodec {
         }
 
         return try DescriptorLedger.with(count: header.descriptorCount) {
-            (ledger) throws(WireError) -> WireMessage in
+            (ledger) throws(WireError) -> [Component] in
             if let replyPort = header.replyPort { try ledger.claim(replyPort) }
-            var components: [WireComponent] = []
+            var components: [Component] = []
             // Each component takes at least a component header, so a lying count
             // cannot make this reserve more than the frame could hold.
             components.reserveCapacity(min(header.componentCount, (end - L.headerSize) / L.componentHeaderSize))
@@ -143,27 +261,21 @@ package enum WireCodec {
                     guard value <= left else {
                         throw .garbledComponent(index: index, problem: .payloadPastEnd(length: value, remaining: left))
                     }
-                    components.append(.bytes([UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + value]))))
+                    components.append(make(.bytes([UInt8](UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + value])))))
                     offset += value
                 case L.portTag:
                     try ledger.claim(value)
-                    components.append(.port(index: value))
+                    components.append(make(.port(index: value)))
                 case L.descriptorTag:
                     try ledger.claim(value)
-                    components.append(.descriptor(index: value))
+                    components.append(make(.descriptor(index: value)))
                 default:
                     throw .garbledComponent(index: index, problem: .unknownTag(tag))
                 }
             }
             guard offset == end else { throw .unusedBodyBytes(count: end - offset) }
             try ledger.requireAllClaimed()
-            return WireMessage(
-                kind: header.kind,
-                flags: header.flags,
-                id: header.id,
-                sequence: header.sequence,
-                replyPort: header.replyPort,
-                components: components)
+            return components
         }
     }
 

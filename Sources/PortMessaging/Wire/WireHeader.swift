@@ -37,10 +37,13 @@ package struct WireHeader: Hashable, Sendable {
     ) throws(WireError) -> WireHeader? {
         typealias L = WireLayout
         let available = prefix.count
-        // Byte by byte, so a stream of garbage is refused from its first byte on.
-        for offset in 0..<min(available, 4)
-        where prefix[L.magicOffset + offset] != UInt8(truncatingIfNeeded: L.magic >> (8 * offset)) {
-            throw .badMagic
+        // Byte by byte, so a stream of garbage is refused from its first byte on; a whole
+        // magic (the usual case) is checked in one load.
+        if available < 4 || prefix.wireLoad(UInt32.self, at: L.magicOffset) != L.magic {
+            for offset in 0..<min(available, 4)
+            where prefix[L.magicOffset + offset] != UInt8(truncatingIfNeeded: L.magic >> (8 * offset)) {
+                throw .badMagic
+            }
         }
 
         guard available > L.versionOffset else { return nil }
