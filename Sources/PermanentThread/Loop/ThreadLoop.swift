@@ -85,7 +85,7 @@ public final class ThreadLoop: @unchecked Sendable {
         } catch {
             throw ThreadLoopError("epoll_create1/eventfd", error)
         }
-        inbox = Locked(Inbox())
+        inbox = Locked(Inbox(), adaptive: true)
         self.name = name
     }
 
