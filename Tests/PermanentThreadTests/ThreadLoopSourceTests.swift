@@ -11,12 +11,7 @@ struct ThreadLoopSourceTests {
         let producers = 4, perProducer = 25_000
         let seen = Locked([[Int]](repeating: [], count: producers))
         let total = Atomic<Int>(0)
-        let worker = LoopThread { loop in
-            let keep = keepAlive()
-            try! loop.add(keep, forMode: .default)
-            _ = try! loop.run(mode: .default, until: .now + .seconds(120))
-            keep.invalidate()
-        }
+        let worker = LoopThread.runningDefaultMode()
         let loop = worker.loop
         DispatchQueue.concurrentPerform(iterations: producers) { producer in
             for i in 0..<perProducer {
@@ -153,12 +148,7 @@ struct ThreadLoopSourceTests {
         let pipe = try FileDescriptor.pipe(nonBlocking: true)
         defer { try? pipe.read.close(); try? pipe.write.close() }
         let events = Recorder<String>()
-        let worker = LoopThread { loop in
-            let keep = keepAlive()
-            try! loop.add(keep, forMode: .default)
-            _ = try! loop.run(mode: .default, until: .now + .seconds(120))
-            keep.invalidate()
-        }
+        let worker = LoopThread.runningDefaultMode()
         let loop = worker.loop
         // Asleep on the futex (no descriptor): a block wakes it.
         try loop.perform { events.append("block 1") }

@@ -26,6 +26,17 @@ package final class LoopThread: Sendable {
         loop = box.withLock { $0! }
     }
 
+    /// A thread whose loop runs its default mode, kept alive by a never-signalled source,
+    /// until stopped (or `limit` passes): the usual target of cross-thread tests.
+    package static func runningDefaultMode(name: String = "test-loop", limit: Duration = .seconds(120)) -> LoopThread {
+        LoopThread(name: name) { loop in
+            let keep = keepAlive()
+            try! loop.add(keep, forMode: .default)
+            _ = try! loop.run(mode: .default, until: .now + limit)
+            keep.invalidate()
+        }
+    }
+
     /// Waits for `body` to return; false if it did not within `timeout`.
     package func join(timeout: Duration = .seconds(20)) -> Bool {
         finished.wait(timeout: .now() + .nanoseconds(Int(timeout.components.seconds) * 1_000_000_000)) == .success
