@@ -115,7 +115,20 @@ package enum WireCodec {
         guard frameLength <= limits.maxFrameBytes else {
             throw .oversized(length: frameLength, limit: limits.maxFrameBytes)
         }
-        let componentCount = payloads.count
+        try writeBytesOnlyHeader(
+            kind: kind, id: id, sequence: sequence, frameLength: frameLength,
+            componentCount: payloads.count, into: buffer, limits: limits)
+        var offset = WireLayout.headerSize
+        for payload in payloads { offset = writeBytesComponent(payload, at: offset, into: buffer) }
+        return offset
+    }
+
+    /// Checks the component count of a frame without descriptors and writes its header at
+    /// the start of `buffer`, which must hold `frameLength` bytes (a precondition).
+    private static func writeBytesOnlyHeader(
+        kind: WireKind, id: UInt32, sequence: UInt64, frameLength: Int, componentCount: Int,
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits
+    ) throws(WireError) {
         guard componentCount <= limits.maxComponents else {
             throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
         }
@@ -124,9 +137,6 @@ package enum WireCodec {
             kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
             componentCount: componentCount, descriptorCount: 0, replyPort: nil)
         header.write(into: buffer)
-        var offset = WireLayout.headerSize
-        for payload in payloads { offset = writeBytesComponent(payload, at: offset, into: buffer) }
-        return offset
     }
 
     /// Encodes a message of at most one bytes component (`payload`; `nil`: no component)
@@ -147,14 +157,9 @@ package enum WireCodec {
         guard !overflow, frameLength <= limits.maxFrameBytes else {
             throw .oversized(length: overflow ? Int.max : frameLength, limit: limits.maxFrameBytes)
         }
-        guard componentCount <= limits.maxComponents else {
-            throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
-        }
-        precondition(buffer.count >= frameLength, "the buffer is smaller than the frame")
-        let header = WireHeader(
-            kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
-            componentCount: componentCount, descriptorCount: 0, replyPort: nil)
-        header.write(into: buffer)
+        try writeBytesOnlyHeader(
+            kind: kind, id: id, sequence: sequence, frameLength: frameLength,
+            componentCount: componentCount, into: buffer, limits: limits)
         guard let payload else { return L.headerSize }
         buffer[L.headerSize] = L.bytesTag
         buffer.wireStore(UInt32(truncatingIfNeeded: payload.count), at: L.headerSize + 1)
