@@ -45,10 +45,10 @@ package final class LoopThread: Sendable {
 
 /// Waits until `condition` holds, checking every millisecond, for at most `timeout`.
 /// Returns whether it held. Generous by default: the machine is small and shared.
-package func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+package func eventually(timeout: Duration = .seconds(20), _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
     let pause = DispatchSemaphore(value: 0)
-    while !condition() {
+    while try !condition() {
         if ContinuousClock.now > deadline { return false }
         _ = pause.wait(timeout: .now() + .milliseconds(1))
     }

@@ -3,6 +3,7 @@ import Glibc
 @testable import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitTestSupport
 import Testing
 
 /// A private directory for one test's name server socket, removed afterwards.
@@ -60,14 +61,10 @@ final class PortLoop: Sendable {
     }
 }
 
-/// Waits until `condition` holds or `timeout` passes; returns whether it held.
+/// Waits until `condition` holds or `timeout` passes; returns whether it held
+/// (`eventually`, with the timeout first as these tests write it).
 func waitFor(_ timeout: Duration = .seconds(20), _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while true {
-        if try condition() { return true }
-        if ContinuousClock.now >= deadline { return false }
-        usleep(2000)
-    }
+    try eventually(timeout: timeout, condition)
 }
 
 /// Sends `text` as a request through `port` and returns the reply's text.
