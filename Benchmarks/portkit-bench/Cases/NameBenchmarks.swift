@@ -265,14 +265,9 @@ enum NameBenchmarks: BenchmarkFamily {
     }
 
     private static func killAndAwaitHangUp(_ pid: pid_t, _ socket: CInt) throws -> Duration {
-        let start = ContinuousClock.now
-        kill(pid, SIGKILL)
-        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, 10_000)
-        let elapsed = start.duration(to: .now)
-        var status: CInt = 0
-        waitpid(pid, &status, 0)
-        guard ready == 1 else { throw BenchmarkError.timedOut("the holder's end to hang up") }
+        guard let elapsed = killAndTime(pid, untilReadable: socket) else {
+            throw BenchmarkError.timedOut("the holder's end to hang up")
+        }
         return elapsed
     }
 

@@ -56,14 +56,8 @@ final class RawDeathRelay: Sendable {
     /// the watcher's byte arrives.
     func killAndAwaitWord(_ victim: pid_t) throws -> Duration {
         var told: UInt8 = 0
-        let start = ContinuousClock.now
-        kill(victim, SIGKILL)
-        var poller = pollfd(fd: watcher, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&poller, 1, 10_000)
-        let elapsed = start.duration(to: .now)
-        var status: CInt = 0
-        waitpid(victim, &status, 0)
-        guard ready == 1, recv(watcher, &told, 1, 0) == 1 else { throw BenchmarkError.timedOut("the relay to tell of the death") }
+        let elapsed = killAndTime(victim, untilReadable: watcher)
+        guard let elapsed, recv(watcher, &told, 1, 0) == 1 else { throw BenchmarkError.timedOut("the relay to tell of the death") }
         return elapsed
     }
 
@@ -113,4 +107,17 @@ final class RawDeathRelay: Sendable {
         }
         for socket in watched { close(socket) }
     }
+}
+
+/// Sends SIGKILL to `pid`, waits up to 10 s for `descriptor` to become readable, and reaps
+/// `pid`; returns the time from the kill to the readiness, or nil if it did not come.
+func killAndTime(_ pid: pid_t, untilReadable descriptor: CInt) -> Duration? {
+    let start = ContinuousClock.now
+    kill(pid, SIGKILL)
+    var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    let ready = poll(&poller, 1, 10_000)
+    let elapsed = start.duration(to: .now)
+    var status: CInt = 0
+    waitpid(pid, &status, 0)
+    return ready == 1 ? elapsed : nil
 }

@@ -16,10 +16,8 @@ package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// Guards `value`.
-    package init(_ value: Value) {
-        self.value = .allocate(capacity: 1)
-        self.value.initialize(to: value)
-        mutex = makePthreadMutex()
+    package convenience init(_ value: Value) {
+        self.init(value, adaptive: false)
     }
 
     /// Guards `value`. An `adaptive` lock spins briefly before it sleeps when it finds the
