@@ -1,13 +1,16 @@
 /// What one mode of a loop holds. Touched only on the loop's thread.
+///
+/// `@exclusivity(unchecked)`: for the reason given on `ThreadLoop`'s loop-thread state (one
+/// thread, no access held across a handler call); a pass reads these several times.
 final class ModeItems {
-    var timers = TimerHeap()
+    @exclusivity(unchecked) var timers = TimerHeap()
     /// The live timers of the mode (the heap may also hold stale entries).
-    var timerIDs: Set<ObjectIdentifier> = []
-    var observers: [LoopObserver] = []
-    var sources: [LoopSource] = []
-    var descriptors: [UInt64: DescriptorSource] = [:]
+    @exclusivity(unchecked) var timerIDs: Set<ObjectIdentifier> = []
+    @exclusivity(unchecked) var observers: [LoopObserver] = []
+    @exclusivity(unchecked) var sources: [LoopSource] = []
+    @exclusivity(unchecked) var descriptors: [UInt64: DescriptorSource] = [:]
     /// The activities some observer of this mode watches, to skip empty notifications.
-    var observedActivities: LoopActivity = []
+    @exclusivity(unchecked) var observedActivities: LoopActivity = []
 
     /// A mode with no timers and no sources has nothing that could wake a run in it.
     var hasNoSourcesOrTimers: Bool { timerIDs.isEmpty && sources.isEmpty && descriptors.isEmpty }

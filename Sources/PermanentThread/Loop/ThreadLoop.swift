@@ -52,32 +52,43 @@ public final class ThreadLoop: @unchecked Sendable {
 
     // MARK: Loop thread only
 
-    private var modes: [LoopMode: ModeItems] = [:]
-    private var commonModes: Set<LoopMode> = [.default] {
+    // `@exclusivity(unchecked)`: these are touched by the loop's thread alone, and no access
+    // to one of them spans a call that can reach another (handlers run between accesses,
+    // never inside one), so the runtime's dynamic exclusivity check on each class property
+    // access (a thread-local access set, a fifth of a descriptor-driven pass) proves nothing.
+    @exclusivity(unchecked) private var modes: [LoopMode: ModeItems] = [:]
+    @exclusivity(unchecked) private var commonModes: Set<LoopMode> = [.default] {
         didSet { commonModesVersion &+= 1 }
     }
     /// Bumped when `commonModes` changes, so a batch of blocks need not hash its mode per block.
-    private var commonModesVersion = 0
+    @exclusivity(unchecked) private var commonModesVersion = 0
     /// The last answer of `isCommon(_:)`, valid while `commonModesVersion` is unchanged.
-    private var commonModeAnswer: (mode: LoopMode, version: Int, isCommon: Bool)?
+    @exclusivity(unchecked) private var commonModeAnswer: (mode: LoopMode, version: Int, isCommon: Bool)?
     /// Items added to `common`, to be put in modes made common later.
     private let commonItems = ModeItems()
-    private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
+    @exclusivity(unchecked) private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
     /// Blocks drained from the inbox that wait for a pass in one of their modes.
-    private var held: [Work] = []
+    @exclusivity(unchecked) private var held: [Work] = []
     /// An empty buffer, handed to the inbox at the next drain so that senders append into
     /// storage already allocated instead of growing a new array after every drain. During a
     /// burst the buffers keep their size (no regrowth, no copying under the inbox lock).
-    private var spare: [Work] = []
+    @exclusivity(unchecked) private var spare: [Work] = []
     /// The most elements an idle loop's buffers keep room for: a burst must not pin its
     /// memory once it is over. Larger buffers are dropped when the loop goes to sleep.
     private static let idleCapacityLimit = 4096
     /// The modes of the runs in progress, innermost last.
-    private var runStack: [LoopMode] = []
-    private var descriptorSources: [UInt64: DescriptorSource] = [:]
-    private var parkedSources: [UInt64: DescriptorSource] = [:]
-    private var timerSequence: UInt64 = 0
-    private var ended = false
+    @exclusivity(unchecked) private var runStack: [LoopMode] = []
+    @exclusivity(unchecked) private var descriptorSources: [UInt64: DescriptorSource] = [:]
+    @exclusivity(unchecked) private var parkedSources: [UInt64: DescriptorSource] = [:]
+    /// The source and mode items of the last ready descriptor found in a mode, so a loop
+    /// serving one busy connection does not hash its token twice per pass. Cleared whenever
+    /// a descriptor source enters or leaves a mode.
+    @exclusivity(unchecked) private var lastReady: (token: UInt64, source: DescriptorSource, items: ModeItems)?
+    /// The ready events' buffer, kept between passes so a pass does not allocate one. A run
+    /// nested in a handler finds it taken (empty) and grows its own.
+    @exclusivity(unchecked) private var readyBuffer: [PollEvent] = []
+    @exclusivity(unchecked) private var timerSequence: UInt64 = 0
+    @exclusivity(unchecked) private var ended = false
 
     init(name: String) throws(ThreadLoopError) {
         do {
@@ -162,6 +173,7 @@ public final class ThreadLoop: @unchecked Sendable {
         spare = []
         descriptorSources.removeAll()
         parkedSources.removeAll()
+        lastReady = nil
         commonTimers.removeAll()
         // No new wake can be claimed (the inbox is closed); let the ones in flight land.
         while wakesInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
@@ -459,6 +471,7 @@ public final class ThreadLoop: @unchecked Sendable {
         case .source(let source):
             source.onSchedule?(self, mode)
         case .descriptor(let source):
+            lastReady = nil
             if firstMode {
                 descriptorSources[source.token] = source
                 // Deregistered by a removal that was carried out after this add was made.
@@ -507,6 +520,7 @@ public final class ThreadLoop: @unchecked Sendable {
         case .source(let source):
             source.onCancel?(self, mode)
         case .descriptor(let source):
+            lastReady = nil
             if lastMode {
                 descriptorSources[source.token] = nil
                 parkedSources[source.token] = nil
@@ -609,11 +623,15 @@ public final class ThreadLoop: @unchecked Sendable {
 
             let poll = sourceHandled || pollOnly
             if !poll { notify(.beforeWaiting, items) }
-            let ready = waitForWork(timeout: poll ? .zero : timeout(items, deadline))
+            var ready = waitForWork(timeout: poll ? .zero : timeout(items, deadline))
             if !poll { notify(.afterWaiting, items) }
 
             fireDueTimers(mode, items)
-            if handleReadyDescriptors(ready, items) { sourceHandled = true }
+            if !ready.isEmpty {
+                if handleReadyDescriptors(ready, items) { sourceHandled = true }
+                ready.removeAll(keepingCapacity: true)
+            }
+            if readyBuffer.capacity < ready.capacity { swap(&readyBuffer, &ready) }
             runBlocks(mode)
 
             if sourceHandled && returnAfterSourceHandled { return .handledSource }
@@ -799,6 +817,7 @@ public final class ThreadLoop: @unchecked Sendable {
         }
         if stopRequested.load(ordering: .acquiring) { timeout = .zero }
         var ready: [PollEvent] = []
+        swap(&ready, &readyBuffer)
         let mustSleep = !(timeout.map { $0 <= .zero } ?? false)
         if onWord {
             // A poll with no descriptor armed could only report the wake-up eventfd, whose
@@ -848,9 +867,16 @@ public final class ThreadLoop: @unchecked Sendable {
     private func handleReadyDescriptors(_ ready: [PollEvent], _ items: ModeItems) -> Bool {
         var handled = false
         for event in ready {
-            // Removed since the wait (maybe by an earlier handler): no callback.
-            guard let source = descriptorSources[event.token] else { continue }
-            guard items.descriptors[event.token] != nil else { park(source); continue }
+            let source: DescriptorSource
+            if let last = lastReady, last.token == event.token, last.items === items {
+                source = last.source
+            } else {
+                // Removed since the wait (maybe by an earlier handler): no callback.
+                guard let found = descriptorSources[event.token] else { continue }
+                guard items.descriptors[event.token] != nil else { park(found); continue }
+                lastReady = (event.token, found, items)
+                source = found
+            }
             var events: DescriptorEvents = []
             if event.events.contains(.readable) { events.insert(.readable) }
             if event.events.contains(.writable) { events.insert(.writable) }
