@@ -303,14 +303,7 @@ public final class ReceivePort: Sendable {
             port()?.checkedIn(message.replyPort ?? SendPort(connection: connection))
         case .request:
             let reply = handler.body(message) ?? Message(id: message.id)
-            do {
-                try WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: connection.limits) {
-                    (frame, descriptors) throws(PortError) in
-                    _ = try connection.write(frame, descriptors: descriptors) { .now + Self.replySendTimeout }
-                }
-            } catch {
-                // The requester sees its receive timeout; nothing else can be told.
-            }
+            connection.writeReply(reply, sequence: sequence, timeout: Self.replySendTimeout)
         case .message, .reply, .adoptConnection:
             _ = handler.body(message)
         }

@@ -614,6 +614,9 @@ public final class ThreadLoop: @unchecked Sendable {
     ) -> LoopRunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline.map { $0 <= .now } ?? false
+        // Asked once: `ContinuousClock.Instant` is resilient, so every copy of an optional
+        // one is a call through its value witnesses; a run without a deadline makes none.
+        let hasDeadline = deadline != nil
         while true {
             notify(.beforeTimers, items)
             notify(.beforeSources, items)
@@ -623,7 +626,15 @@ public final class ThreadLoop: @unchecked Sendable {
 
             let poll = sourceHandled || pollOnly
             if !poll { notify(.beforeWaiting, items) }
-            var ready = waitForWork(timeout: poll ? .zero : timeout(items, deadline))
+            let sleep: Duration?
+            if poll {
+                sleep = .zero
+            } else if !hasDeadline && items.timers.isEmpty {
+                sleep = nil  // until woken
+            } else {
+                sleep = timeout(items, deadline)
+            }
+            var ready = waitForWork(timeout: sleep)
             if !poll { notify(.afterWaiting, items) }
 
             fireDueTimers(mode, items)
@@ -635,7 +646,7 @@ public final class ThreadLoop: @unchecked Sendable {
             runBlocks(mode)
 
             if sourceHandled && returnAfterSourceHandled { return .handledSource }
-            if let deadline, deadline <= .now { return .timedOut }
+            if hasDeadline, let deadline, deadline <= .now { return .timedOut }
             if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
             if isEmpty(mode, items) { return .finished }
         }
@@ -771,8 +782,6 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     private func timeout(_ items: ModeItems, _ deadline: ContinuousClock.Instant?) -> Duration? {
-        // A mode without timers and a run without a deadline sleep until woken.
-        if deadline == nil && items.timers.isEmpty { return nil }
         var wake = deadline
         if let next = nextTimerDate(items) { wake = min(wake ?? next, next) }
         return wake.map { $0 - .now }

@@ -223,6 +223,23 @@ final class Connection: Sendable {
         _ = try result.get()
     }
 
+    /// Writes `reply` as the reply to request `sequence`. A failure is not reported: the
+    /// requester sees its receive timeout, and nothing else can be told.
+    func writeReply(_ reply: Message, sequence: UInt64, timeout: Duration) {
+        // Reached unretained inside the encoder's closures: the connection's reference count
+        // lives in a side table (weak references to it exist), where every retain is slow.
+        let unretained = Unmanaged.passUnretained(self)
+        _ = try? WireMapping.withFrame(for: reply, kind: .reply, sequence: sequence, limits: limits) {
+            (frame, descriptors) throws(PortError) -> Bool in
+            // `_withUnsafeGuaranteedRef` only rethrows untyped errors: carry the typed one out.
+            try unretained._withUnsafeGuaranteedRef { connection in
+                Result { () throws(PortError) -> Bool in
+                    try connection.write(frame, descriptors: descriptors) { .now + timeout }
+                }
+            }.get()
+        }
+    }
+
     /// One write of what is left of a frame (descriptors go with the first byte).
     private func writeSome(_ rest: UnsafeRawBufferPointer, descriptors: [CInt]) -> Result<Int, Errno> {
         switch medium {
@@ -619,8 +636,9 @@ final class Connection: Sendable {
         // is broken by `close`, which a bound connection always gets: from its port's
         // invalidation (the port holds its connections and invalidates in its deinit), its
         // peer's end, or its send port's invalidation.
+        let target = ReadTarget(connection: self)
         let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { _, _ in
-            self.loopCanRead()
+            target.connection.loopCanRead()
         }
         let stillOpen = life.withLock { life -> Bool in
             guard life.open else { return false }
@@ -658,6 +676,15 @@ final class Connection: Sendable {
             return
         }
         do { try loop.add(source, forMode: .common) } catch { throw .invalidPort }
+    }
+
+    /// What a bound connection's read source holds: the connection, strongly, in an object of
+    /// its own. Calling the source's handler retains its context; a context that were the
+    /// connection itself would be retained through its side-table count, a slow retain and
+    /// release per readable pass.
+    private final class ReadTarget: Sendable {
+        let connection: Connection
+        init(connection: Connection) { self.connection = connection }
     }
 
     /// A hang-up watcher: its source, its loop, and the duplicate descriptor it watches.
