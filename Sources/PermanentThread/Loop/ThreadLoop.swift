@@ -806,16 +806,16 @@ public final class ThreadLoop: @unchecked Sendable {
             wakeState.store(asleep, ordering: .sequentiallyConsistent)
             sleeping = true
             if inbox.hasWaiting || wakeRequested.load(ordering: .sequentiallyConsistent) {
-                // Work came first: take the sleep back, unless a waker already claimed it
-                // (then its wake-up is on the way and ends the sleep at once).
+                // Work came first: take the sleep back and only poll. If a waker claimed the
+                // sleep meanwhile, its wake-up is not waited for (its thread may have been
+                // preempted before delivering it): it lands later, as one early return of a
+                // later sleep, still counted against this one.
                 let (withdrawn, _) = wakeState.compareExchange(
                     expected: asleep, desired: WakeState.awake, ordering: .sequentiallyConsistent)
-                if withdrawn {
-                    sleeping = false
-                    timeout = .zero
-                }
+                if withdrawn { sleeping = false }
+                timeout = .zero
             }
-            if sleeping {
+            if sleeping && timeout != .zero {
                 // Going to sleep: give back what the last burst grew.
                 if spare.capacity > Self.idleCapacityLimit { spare = [] }
                 if held.isEmpty && held.capacity > Self.idleCapacityLimit { held = [] }
