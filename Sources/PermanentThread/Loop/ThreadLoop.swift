@@ -721,18 +721,16 @@ public final class ThreadLoop: @unchecked Sendable {
     private func runIncoming(_ mode: LoopMode) {
         if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
         let end = inbox.tailPosition
-        guard var work = inbox.pop(before: end) else { return }
         var version = commonModesVersion
         var modeIsCommon = isCommon(mode)
-        while true {
+        // A new binding per item (no `var` reassigned): each item is moved, never copied.
+        while let work = inbox.pop(before: end) {
             // A block may have made a mode common.
             if version != commonModesVersion {
                 version = commonModesVersion
                 modeIsCommon = isCommon(mode)
             }
             if matches(work, mode, modeIsCommon: modeIsCommon) { execute(work) } else { held.append(work) }
-            guard let next = inbox.pop(before: end) else { return }
-            work = next
         }
     }
 
