@@ -69,4 +69,14 @@ void portkit_futex_wake(uint32_t *word);
 /// Sets *word to 0 (release), before the thread that owns it next sleeps on it.
 void portkit_futex_reset(uint32_t *word);
 
+/// Tells the CPU the caller spins on a value another thread will change (PAUSE on x86,
+/// YIELD on ARM): the spin costs less power and leaves a sibling hyper-thread the core.
+static inline void portkit_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 #endif

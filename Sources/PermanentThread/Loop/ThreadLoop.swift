@@ -15,9 +15,10 @@ import Synchronization
 /// on its next pass. Running the loop is for its own thread only.
 // Safety of @unchecked Sendable: the state below "Loop thread only" is read and written
 // only on the loop's own thread (every public entry point checks `isCurrent` and sends
-// work through `inbox` otherwise); the state shared with other threads is the `inbox`
-// lock, the `stopRequested` and `wakesInFlight` atomics, the `runningLabel` lock and
-// immutable lets.
+// work through `inbox` otherwise); the state shared with other threads is `inbox` (a
+// queue for many producers and this one consumer, see `WorkQueue`), the `wakeState`,
+// `wakeRequested`, `stopRequested`, `wakesInFlight` and `deliveries` atomics, the
+// `runningLabel` lock and immutable lets.
 public final class ThreadLoop: @unchecked Sendable {
 
     // MARK: Shared with other threads
@@ -25,10 +26,15 @@ public final class ThreadLoop: @unchecked Sendable {
     let poller: EpollPoller
     /// What the loop sleeps on while it watches no descriptor (see `waitForWork`).
     private let wakeWord = WakeWord()
-    private let inbox: Locked<Inbox>
+    /// Work sent to the loop, in order: blocks, jobs and changes (commands) alike.
+    private let inbox = WorkQueue<Work>()
+    /// The loop's sleep, as the wake handshake sees it: one of the `WakeState` values.
+    private let wakeState = Atomic<Int>(WakeState.awake)
+    /// Set by `wakeUp()`: the next sleep must return at once. Cleared by drains and sleeps.
+    private let wakeRequested = Atomic<Bool>(false)
     private let stopRequested = Atomic<Bool>(false)
-    /// Wake-up writes decided under the inbox lock but made after it: the eventfd is closed
-    /// only once none is in flight.
+    /// Wake-ups claimed but maybe not yet delivered: the eventfd is closed only once none is
+    /// in flight. Counted before the claim, so the loop's end cannot miss one.
     private let wakesInFlight = Atomic<Int>(0)
     /// How many wake-ups were delivered (futex or eventfd): tests prove wakes are coalesced.
     package var wakeDeliveries: Int { deliveries.load(ordering: .relaxed) }
@@ -38,16 +44,17 @@ public final class ThreadLoop: @unchecked Sendable {
     /// The name given to the loop, shown in reports.
     public let name: String
 
-    struct Inbox {
-        var work: [Work] = []
-        /// Whether `work` holds a `.command`, which the drain must carry out at once.
-        var hasCommands = false
-        var sleeping = false
-        /// Whether the sleep is on `wakeWord` rather than in the poller.
-        var sleepsOnWord = false
-        var wakePending = false
-        var wakeRequested = false
-        var closed = false
+    /// The values of `wakeState`. A producer that pushed, then finds the loop asleep, claims
+    /// the single wake-up of that sleep by moving the state to `claimed`; only the loop's
+    /// thread moves it back to `awake`.
+    private enum WakeState {
+        static let awake = 0
+        /// Asleep (or about to be) on `wakeWord`.
+        static let sleepingOnWord = 1
+        /// Asleep (or about to be) in the poller.
+        static let sleepingInPoller = 2
+        /// A waker has claimed this sleep's wake-up.
+        static let claimed = 3
     }
 
     // MARK: Loop thread only
@@ -69,9 +76,8 @@ public final class ThreadLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
     /// Blocks drained from the inbox that wait for a pass in one of their modes.
     @exclusivity(unchecked) private var held: [Work] = []
-    /// An empty buffer, handed to the inbox at the next drain so that senders append into
-    /// storage already allocated instead of growing a new array after every drain. During a
-    /// burst the buffers keep their size (no regrowth, no copying under the inbox lock).
+    /// An empty buffer, which the next drain into an empty `held` fills, so that `held` is
+    /// not grown anew after every drain. During a burst the buffers keep their size.
     @exclusivity(unchecked) private var spare: [Work] = []
     /// The most elements an idle loop's buffers keep room for: a burst must not pin its
     /// memory once it is over. Larger buffers are dropped when the loop goes to sleep.
@@ -96,7 +102,6 @@ public final class ThreadLoop: @unchecked Sendable {
         } catch {
             throw ThreadLoopError("epoll_create1/eventfd", error)
         }
-        inbox = Locked(Inbox(), adaptive: true)
         self.name = name
     }
 
@@ -145,13 +150,12 @@ public final class ThreadLoop: @unchecked Sendable {
 
     /// Called by the thread-exit destructor: cancel everything and close descriptors.
     fileprivate func threadDidEnd() {
-        // Taken out under the lock, released after it: a dropped block may hold the last
-        // reference to something whose deinit calls back into this loop (and finds it closed).
-        let dropped = inbox.withLock { state -> [Work] in
-            state.closed = true
-            defer { state.work = [] }
-            return state.work
-        }
+        // Closed first, released after: a dropped block may hold the last reference to
+        // something whose deinit calls back into this loop (and finds it closed). Producers
+        // that reserved a slot before the close finish writing it; `pop` waits for them.
+        inbox.close()
+        var dropped: [Work] = []
+        while let work = inbox.pop() { dropped.append(work) }
         _ = consume dropped
         ended = true
         for (mode, items) in modes {
@@ -175,8 +179,10 @@ public final class ThreadLoop: @unchecked Sendable {
         parkedSources.removeAll()
         lastReady = nil
         commonTimers.removeAll()
-        // No new wake can be claimed (the inbox is closed); let the ones in flight land.
-        while wakesInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
+        // No new wake can be claimed (the loop is awake and the inbox closed); let the ones
+        // in flight land. Sequentially consistent: a claim made during the last sleep was
+        // counted before it, so this load sees it.
+        while wakesInFlight.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
         poller.close()
     }
 
@@ -229,47 +235,32 @@ public final class ThreadLoop: @unchecked Sendable {
     /// Adds work to the inbox and wakes the loop if it sleeps (one wake-up per
     /// sleep at most; none when called on the loop's thread, which is not asleep).
     ///
-    /// `work` makes the item inside the lock, so that it is moved into the inbox rather than
-    /// copied there (a copy of a `Work` retains each payload, then releases it again).
-    private func enqueue(
-        command: Bool = false, closing: Bool = false, _ work: () -> Work
-    ) throws(ThreadLoopError) {
-        let mustWake = try inbox.withLock { (state) throws(ThreadLoopError) -> WakeRoute? in
-            guard !state.closed else { throw .loopEnded }
-            if command { state.hasCommands = true }
-            state.work.append(work())
-            if closing { state.closed = true }
-            return claimWake(&state)
+    /// Lock-free: a producer preempted here holds up no other producer. `work` makes the item
+    /// once its slot is reserved, and it is moved there rather than copied (a copy of a
+    /// `Work` retains each payload, then releases it again).
+    /// - Throws: `.loopEnded` once the inbox is closed; the work is then not kept.
+    @inline(__always)
+    private func enqueue(closing: Bool = false, _ work: () -> Work) throws(ThreadLoopError) {
+        guard inbox.push(closing: closing, work) else { throw .loopEnded }
+        // The push's exchange was sequentially consistent: with this load, it is the Dekker
+        // handshake with `waitForWork`, which publishes its sleep, then looks at the inbox.
+        let state = wakeState.load(ordering: .sequentiallyConsistent)
+        if state == WakeState.sleepingOnWord || state == WakeState.sleepingInPoller { claimWake(state) }
+    }
+
+    /// Found the loop asleep (in `state`): claims the sleep's one wake-up and delivers it,
+    /// unless another caller claimed it first or the loop woke meanwhile.
+    private func claimWake(_ state: Int) {
+        // Counted before the claim: once the loop has seen the claim (it is awake again),
+        // its end waits for this delivery before it closes the eventfd.
+        wakesInFlight.add(1, ordering: .sequentiallyConsistent)
+        let (claimed, _) = wakeState.compareExchange(
+            expected: state, desired: WakeState.claimed, ordering: .sequentiallyConsistent)
+        if claimed {
+            deliveries.add(1, ordering: .relaxed)
+            if state == WakeState.sleepingOnWord { wakeWord.wake() } else { poller.wakeUp() }
         }
-        if let route = mustWake { deliverWake(route) }
-    }
-
-    /// How a claimed wake-up reaches the sleeping loop.
-    private enum WakeRoute {
-        /// The loop sleeps on `wakeWord`.
-        case word
-        /// The loop sleeps in the poller: its eventfd is written.
-        case poller
-    }
-
-    /// Decides, under the inbox lock, whether this caller wakes the loop, and how: only the
-    /// first caller to find the loop asleep does. Counted in flight so the eventfd stays open.
-    private func claimWake(_ state: inout Inbox) -> WakeRoute? {
-        guard state.sleeping && !state.wakePending else { return nil }
-        state.wakePending = true
-        wakesInFlight.add(1, ordering: .acquiringAndReleasing)
-        return state.sleepsOnWord ? .word : .poller
-    }
-
-    /// Wakes the loop outside the lock, so a loop woken on the same CPU does not find the
-    /// lock still held by its waker.
-    private func deliverWake(_ route: WakeRoute) {
-        deliveries.add(1, ordering: .relaxed)
-        switch route {
-        case .word: wakeWord.wake()
-        case .poller: poller.wakeUp()
-        }
-        wakesInFlight.subtract(1, ordering: .acquiringAndReleasing)
+        wakesInFlight.subtract(1, ordering: .releasing)
     }
 
     /// Schedules `block` to run on the loop's thread, on a later pass in one of `modes`.
@@ -316,10 +307,10 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     /// Whether no work waits in the inbox (it may still be held or running).
-    package var inboxIsEmpty: Bool { inbox.withLock { $0.work.isEmpty } }
+    package var inboxIsEmpty: Bool { inbox.isEmpty }
 
     /// Whether the loop no longer accepts work.
-    package var isClosed: Bool { inbox.withLock { $0.closed } }
+    package var isClosed: Bool { inbox.isClosed }
 
     /// Runs `change` on the loop's thread: now when called there, else on its next pass.
     private func onLoopThread(_ change: @escaping @Sendable (ThreadLoop) -> Void) {
@@ -327,18 +318,18 @@ public final class ThreadLoop: @unchecked Sendable {
             change(self)
         } else {
             // A loop whose thread ended has nothing left to change.
-            try? enqueue(command: true) { .command(change) }
+            try? enqueue { .command(change) }
         }
     }
 
     /// Makes a sleeping loop pass once, or the next sleep return at once. Safe from any thread.
     public func wakeUp() {
-        let mustWake = inbox.withLock { state -> WakeRoute? in
-            guard !state.closed || !state.work.isEmpty else { return nil }
-            state.wakeRequested = true
-            return claimWake(&state)
-        }
-        if let route = mustWake { deliverWake(route) }
+        // A loop that ended has nothing to wake for.
+        guard !inbox.isClosed || !inbox.isEmpty else { return }
+        // Sequentially consistent, with the load of `wakeState`: see `waitForWork`.
+        wakeRequested.store(true, ordering: .sequentiallyConsistent)
+        let state = wakeState.load(ordering: .sequentiallyConsistent)
+        if state == WakeState.sleepingOnWord || state == WakeState.sleepingInPoller { claimWake(state) }
     }
 
     /// Ends the innermost run in progress, which returns `.stopped`. Safe from any thread.
@@ -428,7 +419,7 @@ public final class ThreadLoop: @unchecked Sendable {
     /// Changes from other threads travel through the inbox, which a loop that ended (or a
     /// stopped permanent thread's loop) no longer takes.
     private func checkOpen() throws(ThreadLoopError) {
-        if !isCurrent && inbox.withLock({ $0.closed }) { throw .loopEnded }
+        if !isCurrent && inbox.isClosed { throw .loopEnded }
     }
 
     private func remove(_ item: LoopItem, _ mode: LoopMode) {
@@ -700,29 +691,19 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     /// Moves new work out of the inbox: changes are carried out at once, blocks are held.
+    ///
+    /// A change may run the loop (a source's cancel handler, say), whose drain takes the
+    /// work after it: `pop` leaves the inbox settled before it returns an item.
     private func drainInbox() {
-        var incoming: [Work] = []
-        swap(&incoming, &spare)
-        let hasCommands = inbox.withLock { state -> Bool in
-            state.wakeRequested = false
-            swap(&state.work, &incoming)
-            defer { state.hasCommands = false }
-            return state.hasCommands
+        if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
+        guard let first = inbox.pop() else { return }
+        // An empty `held` takes the spare buffer's storage instead of growing anew.
+        if held.isEmpty && held.capacity < spare.capacity { swap(&held, &spare) }
+        var next: Work? = first
+        while let work = next {
+            if case .command(let change) = work { change(self) } else { held.append(work) }
+            next = inbox.pop()
         }
-        if incoming.isEmpty {
-            recycle(&incoming)
-            return
-        }
-        if !hasCommands && held.isEmpty {
-            // The usual case: the whole batch becomes `held`, no element is copied.
-            swap(&incoming, &held)
-        } else {
-            for item in incoming {
-                if case .command(let change) = item { change(self) } else { held.append(item) }
-            }
-            incoming.removeAll(keepingCapacity: true)
-        }
-        recycle(&incoming)
     }
 
     /// Keeps an emptied buffer as `spare` for the next drain, if it is the larger one.
@@ -731,10 +712,15 @@ public final class ThreadLoop: @unchecked Sendable {
         swap(&spare, &buffer)
     }
 
-    /// Runs the held blocks that may run in `mode`, in order; keeps the others.
+    /// Runs the held blocks that may run in `mode`, in order, then the work that came since,
+    /// straight from the inbox; keeps the blocks that may not run in `mode`.
     private func runBlocks(_ mode: LoopMode) {
-        drainInbox()
-        guard !held.isEmpty else { return }
+        if !held.isEmpty { runHeld(mode) }
+        runIncoming(mode)
+    }
+
+    /// Runs the held blocks that may run in `mode`, in order; keeps the others.
+    private func runHeld(_ mode: LoopMode) {
         var batch: [Work] = []
         swap(&batch, &held)
         var version = commonModesVersion
@@ -747,27 +733,55 @@ public final class ThreadLoop: @unchecked Sendable {
                 modeIsCommon = isCommon(mode)
             }
             guard matches(batch[index], mode, modeIsCommon: modeIsCommon) else { kept.append(batch[index]); continue }
-            switch batch[index] {
-            case .block(let body):
-                body()
-            case .blockIn(_, let label, let body):
-                if let label {
-                    runningLabel.withLock { $0 = label }
-                    body()
-                    runningLabel.withLock { $0 = nil }
-                } else {
-                    body()
-                }
-            case .job(let job, let target):
-                Self.run(job, on: target)
-            case .command(let change):
-                change(self)
-            }
+            execute(batch[index])
         }
         // Blocks held by a nested run came after `kept`; keep the order.
         if !kept.isEmpty { held = kept + held }
         batch.removeAll(keepingCapacity: true)
         recycle(&batch)
+    }
+
+    /// Takes the work that is in the inbox now (not what comes meanwhile, which waits for
+    /// the next pass) and runs it in order: changes, and the blocks that may run in `mode`;
+    /// the other blocks are held, after those held already.
+    ///
+    /// Nothing held can come before what this runs: a nested run (in a block or a change)
+    /// drains the whole inbox, so after one this finds nothing more to take.
+    private func runIncoming(_ mode: LoopMode) {
+        if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
+        let end = inbox.tailPosition
+        var version = commonModesVersion
+        var modeIsCommon = isCommon(mode)
+        // A new binding per item (no `var` reassigned): each item is moved, never copied.
+        while let work = inbox.pop(before: end) {
+            // A block may have made a mode common.
+            if version != commonModesVersion {
+                version = commonModesVersion
+                modeIsCommon = isCommon(mode)
+            }
+            if matches(work, mode, modeIsCommon: modeIsCommon) { execute(work) } else { held.append(work) }
+        }
+    }
+
+    /// Runs one block, job or change.
+    @inline(__always)
+    private func execute(_ work: Work) {
+        switch work {
+        case .block(let body):
+            body()
+        case .blockIn(_, let label, let body):
+            if let label {
+                runningLabel.withLock { $0 = label }
+                body()
+                runningLabel.withLock { $0 = nil }
+            } else {
+                body()
+            }
+        case .job(let job, let target):
+            Self.run(job, on: target)
+        case .command(let change):
+            change(self)
+        }
     }
 
     private func performSignalledSources(_ items: ModeItems, stopAfterOne: Bool) -> Bool {
@@ -809,19 +823,27 @@ public final class ThreadLoop: @unchecked Sendable {
         var sleeping = false
         let onWord = descriptorSources.isEmpty
         if timeout != .zero {
-            sleeping = inbox.withLock { state -> Bool in
-                if !state.work.isEmpty || state.wakeRequested { return false }
-                state.sleeping = true
-                state.sleepsOnWord = onWord
-                if onWord { wakeWord.reset() }
-                if state.work.capacity > Self.idleCapacityLimit { state.work = [] }
-                return true
-            }
-            if !sleeping {
+            // Dekker with the producers (all sequentially consistent): the loop publishes its
+            // sleep, then looks at the inbox; a producer pushes, then looks at the sleep. One
+            // of the two sees the other, so no work is left unwoken.
+            let asleep = onWord ? WakeState.sleepingOnWord : WakeState.sleepingInPoller
+            if onWord { wakeWord.reset() }
+            wakeState.store(asleep, ordering: .sequentiallyConsistent)
+            sleeping = true
+            if inbox.hasWaiting || wakeRequested.load(ordering: .sequentiallyConsistent) {
+                // Work came first: take the sleep back and only poll. If a waker claimed the
+                // sleep meanwhile, its wake-up is not waited for (its thread may have been
+                // preempted before delivering it): it lands later, as one early return of a
+                // later sleep, still counted against this one.
+                let (withdrawn, _) = wakeState.compareExchange(
+                    expected: asleep, desired: WakeState.awake, ordering: .sequentiallyConsistent)
+                if withdrawn { sleeping = false }
                 timeout = .zero
-            } else if spare.capacity > Self.idleCapacityLimit {
+            }
+            if sleeping && timeout != .zero {
                 // Going to sleep: give back what the last burst grew.
-                spare = []
+                if spare.capacity > Self.idleCapacityLimit { spare = [] }
+                if held.isEmpty && held.capacity > Self.idleCapacityLimit { held = [] }
             }
         }
         if stopRequested.load(ordering: .acquiring) { timeout = .zero }
@@ -841,13 +863,12 @@ public final class ThreadLoop: @unchecked Sendable {
             }
         }
         // Only a sleep can have been claimed by a waker; a poll leaves the flags alone
-        // (`wakeRequested` is cleared by the next drain).
+        // (`wakeRequested` is cleared by the next drain). A wake-up claimed but not yet
+        // delivered lands later, as one early return of a later sleep or poll; it was
+        // counted for the sleep that was claimed, so deliveries stay at most one per sleep.
         if sleeping {
-            inbox.withLock { state in
-                state.sleeping = false
-                state.wakePending = false
-                state.wakeRequested = false
-            }
+            wakeState.store(WakeState.awake, ordering: .sequentiallyConsistent)
+            wakeRequested.store(false, ordering: .relaxed)
         }
         return ready
     }

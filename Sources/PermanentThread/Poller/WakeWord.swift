@@ -4,10 +4,10 @@ import CPortKitSystem
 /// and wakes in one system call, cheaper than the epoll set's eventfd (measured by
 /// `execute.roundtrip` and `loop.wake`).
 ///
-/// The protocol, kept by `ThreadLoop` under its inbox lock: the loop `reset()`s the word
-/// when it decides to sleep, then `sleep(timeout:)`s outside the lock; the one waker that
-/// finds it asleep `wake()`s it after unlocking. A wake that comes before the sleep leaves
-/// the word at 1, so the sleep returns at once: no wake-up is lost.
+/// The protocol, kept by `ThreadLoop`'s wake handshake (its `wakeState`): the loop
+/// `reset()`s the word before it says it sleeps, then `sleep(timeout:)`s; the one waker
+/// that claims the sleep `wake()`s it. A wake that comes before the sleep leaves the word
+/// at 1, so the sleep returns at once: no wake-up is lost.
 // Safety of @unchecked Sendable: the word is only touched through the C functions, which
 // use atomic loads and stores and the futex system call; the storage is freed in deinit,
 // when no thread can hold a reference any more.

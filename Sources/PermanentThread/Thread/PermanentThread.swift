@@ -107,7 +107,8 @@ public final class PermanentThread: Sendable {
     ///   - block: the work.
     /// - Throws: `.stopped` after `stop()`; the block is not kept.
     public func execute(label: String? = nil, _ block: @escaping @Sendable () -> Void) throws(PermanentThreadError) {
-        // Hot path: one atomic load and the loop's inbox lock; no allocation but the closure.
+        // Hot path: one atomic load and a slot of the loop's lock-free inbox; no allocation
+        // but the closure.
         if let loop = core.publishedLoop.load(ordering: .acquiring) {
             // Not retained for the call: `core` holds the loop as long as `self` lives, and
             // a retain and release of a loop that every sender shares are two contended
@@ -177,7 +178,8 @@ public final class PermanentThread: Sendable {
 
 /// One `sync` call: the caller's closure, its result, and the wait for it.
 // Safety of @unchecked Sendable: the caller stores `body` before the block is enqueued
-// (the inbox lock publishes it); then only the permanent thread reads and clears it,
+// (the inbox publishes it: the slot's written flag is stored releasing, and loaded
+// acquiring by the loop); then only the permanent thread reads and clears it,
 // before it publishes the result through `outcome`'s lock, which the caller waits on.
 // The caller is blocked all that time, so `body`'s captures are never used by two
 // threads at once.
