@@ -16,17 +16,10 @@ package final class Locked<Value>: @unchecked Sendable {
     @usableFromInline let value: UnsafeMutablePointer<Value>
 
     /// Guards `value`.
-    package convenience init(_ value: Value) {
-        self.init(value, adaptive: false)
-    }
-
-    /// Guards `value`. An `adaptive` lock spins briefly before it sleeps when it finds the
-    /// lock taken (`PTHREAD_MUTEX_ADAPTIVE_NP`): for a lock many threads take for a few
-    /// instructions at a time.
-    package init(_ value: Value, adaptive: Bool) {
+    package init(_ value: Value) {
         self.value = .allocate(capacity: 1)
         self.value.initialize(to: value)
-        mutex = makePthreadMutex(adaptive: adaptive)
+        mutex = makePthreadMutex()
     }
 
     deinit {
@@ -45,14 +38,10 @@ package final class Locked<Value>: @unchecked Sendable {
 }
 
 /// A pthread mutex at a fixed heap address (a mutex must not move once used).
-func makePthreadMutex(adaptive: Bool = false) -> UnsafeMutablePointer<pthread_mutex_t> {
+func makePthreadMutex() -> UnsafeMutablePointer<pthread_mutex_t> {
     let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     mutex.initialize(to: pthread_mutex_t())
-    var attributes = pthread_mutexattr_t()
-    pthread_mutexattr_init(&attributes)
-    if adaptive { pthread_mutexattr_settype(&attributes, CInt(PTHREAD_MUTEX_ADAPTIVE_NP)) }
-    pthread_mutex_init(mutex, &attributes)
-    pthread_mutexattr_destroy(&attributes)
+    pthread_mutex_init(mutex, nil)
     return mutex
 }
 
