@@ -679,8 +679,8 @@ final class Connection: Sendable {
     }
 
     /// What a bound connection's read source holds: the connection, strongly, in an object of
-    /// its own. Calling the source's handler retains its context; a context that were the
-    /// connection itself would be retained through its side-table count, a slow retain and
+    /// its own. Calling the source's handler retains its context; were the context the
+    /// connection itself, it would be retained through its side-table count, a slow retain and
     /// release per readable pass.
     private final class ReadTarget: Sendable {
         let connection: Connection
