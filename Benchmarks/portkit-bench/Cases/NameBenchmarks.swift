@@ -182,25 +182,22 @@ enum NameBenchmarks: BenchmarkFamily {
     /// `raw`'s death told through a relay thread: the same victim, one hop more. As in the
     /// PortKit impl, the relay takes its end before the victim is spawned.
     private static func relayedDeathOnce(_ relay: RawDeathRelay) throws -> Duration {
-        var fds: [CInt] = [0, 0]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
-            throw BenchmarkError.lastSystemError("socketpair")
-        }
+        let fds = try RawSockets.streamPair()
         do {
-            try relay.watch(fds[0])
+            try relay.watch(fds.0)
         } catch {
-            close(fds[0])
-            close(fds[1])
+            close(fds.0)
+            close(fds.1)
             throw error
         }
         let holder: pid_t
         do {
-            holder = try spawnHolder(fds[1])
+            holder = try spawnHolder(fds.1)
         } catch {
-            close(fds[1])  // the relay sees the hang-up and closes its end
+            close(fds.1)  // the relay sees the hang-up and closes its end
             throw error
         }
-        close(fds[1])
+        close(fds.1)
         return try relay.killAndAwaitWord(holder)
     }
 
@@ -232,36 +229,30 @@ enum NameBenchmarks: BenchmarkFamily {
 
     /// SIGKILL of this executable's `raw-echo` child, settled, until its channel hangs up.
     private static func swiftDeathOnce() throws -> Duration {
-        var fds: [CInt] = [0, 0]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
-            throw BenchmarkError.lastSystemError("socketpair")
-        }
-        defer { close(fds[0]) }
-        let child = try BenchProcess.spawn(["raw-echo"], descriptors: [fds[1]])
-        close(fds[1])
+        let fds = try RawSockets.streamPair()
+        defer { close(fds.0) }
+        let child = try BenchProcess.spawn(["raw-echo"], descriptors: [fds.1])
+        close(fds.1)
         var byte: UInt8 = 1
-        guard send(fds[0], &byte, 1, CInt(MSG_NOSIGNAL)) == 1, recv(fds[0], &byte, 1, 0) == 1 else {
+        guard send(fds.0, &byte, 1, CInt(MSG_NOSIGNAL)) == 1, recv(fds.0, &byte, 1, 0) == 1 else {
             kill(child.pid, SIGKILL)
             var status: CInt = 0
             waitpid(child.pid, &status, 0)
             throw BenchmarkError.lastSystemError("echo from the raw-echo child")
         }
         try waitUntilAsleep(child.pid)
-        return try killAndAwaitHangUp(child.pid, fds[0])
+        return try killAndAwaitHangUp(child.pid, fds.0)
     }
 
     /// SIGKILL of a `/bin/sleep` holding one end of a socket pair until this end polls as
     /// hung up; `settled`: once the sleep sleeps, else at once after the spawn.
     private static func rawDeathOnce(settled: Bool = false) throws -> Duration {
-        var fds: [CInt] = [0, 0]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
-            throw BenchmarkError.lastSystemError("socketpair")
-        }
-        defer { close(fds[0]) }
-        let holder = try spawnHolder(fds[1])
-        close(fds[1])
+        let fds = try RawSockets.streamPair()
+        defer { close(fds.0) }
+        let holder = try spawnHolder(fds.1)
+        close(fds.1)
         if settled { try waitUntilAsleep(holder) }
-        return try killAndAwaitHangUp(holder, fds[0])
+        return try killAndAwaitHangUp(holder, fds.0)
     }
 
     private static func killAndAwaitHangUp(_ pid: pid_t, _ socket: CInt) throws -> Duration {
@@ -388,13 +379,10 @@ private final class RawEcho: Sendable {
 
     /// A connected pair, the far end answered by a thread.
     static func pair() throws -> RawEcho {
-        var fds: [CInt] = [0, 0]
-        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
-            throw BenchmarkError.lastSystemError("socketpair")
-        }
-        let far = fds[1]
+        let fds = try RawSockets.streamPair()
+        let far = fds.1
         let thread = try PosixThread.start(name: "bench-raw-echo") { answerUntilClosed(far) }
-        return RawEcho(client: fds[0], serverSocket: far, listenerPath: nil, thread: thread)
+        return RawEcho(client: fds.0, serverSocket: far, listenerPath: nil, thread: thread)
     }
 
     /// A listening socket whose thread accepts, answers one request and closes, per connection.

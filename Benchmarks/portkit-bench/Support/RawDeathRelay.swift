@@ -19,25 +19,16 @@ final class RawDeathRelay: Sendable {
     /// Starts the relay thread.
     /// - Throws: `BenchmarkError.system` when a descriptor or the thread cannot be made.
     init() throws(BenchmarkError) {
-        let flags = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
-        var controlPair: [CInt] = [-1, -1]
-        var watcherPair: [CInt] = [-1, -1]
-        guard socketpair(AF_UNIX, flags, 0, &controlPair) == 0, socketpair(AF_UNIX, flags, 0, &watcherPair) == 0 else {
-            throw .lastSystemError("socketpair")
-        }
-        let epoll = epoll_create1(CInt(EPOLL_CLOEXEC))
-        guard epoll >= 0 else { throw .lastSystemError("epoll_create1") }
-        var interest = epoll_event()
-        interest.events = EPOLLIN.rawValue
-        interest.data.fd = controlPair[1]
-        guard epoll_ctl(epoll, EPOLL_CTL_ADD, controlPair[1], &interest) == 0 else { throw .lastSystemError("epoll_ctl") }
+        let controlPair = try RawSockets.streamPair()
+        let watcherPair = try RawSockets.streamPair()
+        let epoll = try RawSockets.epoll(watchingInput: controlPair.1)
         self.epoll = epoll
-        control = controlPair[0]
-        relayControl = controlPair[1]
-        watcher = watcherPair[0]
-        relayWatcher = watcherPair[1]
-        let relayControl = controlPair[1]
-        let relayWatcher = watcherPair[1]
+        control = controlPair.0
+        relayControl = controlPair.1
+        watcher = watcherPair.0
+        relayWatcher = watcherPair.1
+        let relayControl = controlPair.1
+        let relayWatcher = watcherPair.1
         thread = try PosixThread.start(name: "bench-raw-relay") { Self.relay(epoll, relayControl, relayWatcher) }
     }
 

@@ -26,21 +26,13 @@ final class RawEpollLoop: Sendable {
     /// Makes the epoll instance and the eventfd, starts the thread and waits until it runs.
     /// - Throws: `BenchmarkError.system` when a descriptor or the thread cannot be made.
     init(name: String) throws(BenchmarkError) {
-        let epollDescriptor = epoll_create1(CInt(EPOLL_CLOEXEC))
-        guard epollDescriptor >= 0 else { throw .lastSystemError("epoll_create1") }
         let eventDescriptor = eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK))
-        guard eventDescriptor >= 0 else {
-            let error = BenchmarkError.lastSystemError("eventfd")
-            _ = close(epollDescriptor)
-            throw error
-        }
-        var interest = epoll_event()
-        interest.events = EPOLLIN.rawValue
-        interest.data.fd = eventDescriptor
-        guard epoll_ctl(epollDescriptor, EPOLL_CTL_ADD, eventDescriptor, &interest) == 0 else {
-            let error = BenchmarkError.lastSystemError("epoll_ctl(ADD)")
+        guard eventDescriptor >= 0 else { throw .lastSystemError("eventfd") }
+        let epollDescriptor: CInt
+        do {
+            epollDescriptor = try RawSockets.epoll(watchingInput: eventDescriptor)
+        } catch {
             _ = close(eventDescriptor)
-            _ = close(epollDescriptor)
             throw error
         }
         let queue = Queue()

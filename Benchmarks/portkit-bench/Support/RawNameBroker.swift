@@ -21,26 +21,17 @@ final class RawNameBroker: Sendable {
     /// Starts the server and owner threads.
     /// - Throws: `BenchmarkError.system` when a descriptor or a thread cannot be made.
     init() throws(BenchmarkError) {
-        let flags = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue)
-        var clientPair: [CInt] = [-1, -1]
-        var ownerPair: [CInt] = [-1, -1]
-        guard socketpair(AF_UNIX, flags, 0, &clientPair) == 0, socketpair(AF_UNIX, flags, 0, &ownerPair) == 0 else {
-            throw .lastSystemError("socketpair")
-        }
-        let epoll = epoll_create1(CInt(EPOLL_CLOEXEC))
-        guard epoll >= 0 else { throw .lastSystemError("epoll_create1") }
-        var interest = epoll_event()
-        interest.events = EPOLLIN.rawValue
-        interest.data.fd = ownerPair[1]
-        guard epoll_ctl(epoll, EPOLL_CTL_ADD, ownerPair[1], &interest) == 0 else { throw .lastSystemError("epoll_ctl") }
-        client = clientPair[0]
-        serverEnd = clientPair[1]
-        ownerChannel = (ownerPair[0], ownerPair[1])
+        let clientPair = try RawSockets.streamPair()
+        let ownerPair = try RawSockets.streamPair()
+        let epoll = try RawSockets.epoll(watchingInput: ownerPair.1)
+        client = clientPair.0
+        serverEnd = clientPair.1
+        ownerChannel = ownerPair
         ownerEpoll = epoll
-        let serverSocket = clientPair[1]
-        let toOwner = ownerPair[0]
+        let serverSocket = clientPair.1
+        let toOwner = ownerPair.0
         server = try PosixThread.start(name: "bench-raw-broker") { Self.serve(serverSocket, toOwner) }
-        let fromServer = ownerPair[1]
+        let fromServer = ownerPair.1
         owner = try PosixThread.start(name: "bench-raw-owner") { Self.own(epoll, fromServer) }
     }
 
@@ -75,14 +66,12 @@ final class RawNameBroker: Sendable {
     private static func serve(_ socket: CInt, _ toOwner: CInt) {
         var buffer = [UInt8](repeating: 0, count: size)
         var unused: CInt = -1
-        let flags = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
         while receive(socket, &buffer, descriptor: &unused) {
-            var ends: [CInt] = [-1, -1]
-            guard socketpair(AF_UNIX, flags, 0, &ends) == 0 else { break }
-            _ = sendWith(socket, buffer, descriptor: ends[1])
-            close(ends[1])
-            _ = sendWith(toOwner, buffer, descriptor: ends[0])
-            close(ends[0])
+            guard let ends = try? RawSockets.streamPair(nonBlocking: true) else { break }
+            _ = sendWith(socket, buffer, descriptor: ends.1)
+            close(ends.1)
+            _ = sendWith(toOwner, buffer, descriptor: ends.0)
+            close(ends.0)
         }
         shutdown(toOwner, CInt(SHUT_RDWR))
         close(toOwner)
