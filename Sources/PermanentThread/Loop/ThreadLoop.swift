@@ -695,7 +695,7 @@ public final class ThreadLoop: @unchecked Sendable {
     /// A change may run the loop (a source's cancel handler, say), whose drain takes the
     /// work after it: `pop` leaves the inbox settled before it returns an item.
     private func drainInbox() {
-        if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
+        consumeWakeRequest()
         guard let first = inbox.pop() else { return }
         // An empty `held` takes the spare buffer's storage instead of growing anew.
         if held.isEmpty && held.capacity < spare.capacity { swap(&held, &spare) }
@@ -704,6 +704,12 @@ public final class ThreadLoop: @unchecked Sendable {
             if case .command(let change) = work { change(self) } else { held.append(work) }
             next = inbox.pop()
         }
+    }
+
+    /// A pass that takes the inbox's work answers a pending `wakeUp()`: the next sleep need
+    /// not return at once for it. Loaded first, so the usual pass writes nothing shared.
+    private func consumeWakeRequest() {
+        if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
     }
 
     /// Keeps an emptied buffer as `spare` for the next drain, if it is the larger one.
@@ -748,7 +754,7 @@ public final class ThreadLoop: @unchecked Sendable {
     /// Nothing held can come before what this runs: a nested run (in a block or a change)
     /// drains the whole inbox, so after one this finds nothing more to take.
     private func runIncoming(_ mode: LoopMode) {
-        if wakeRequested.load(ordering: .relaxed) { wakeRequested.store(false, ordering: .relaxed) }
+        consumeWakeRequest()
         let end = inbox.tailPosition
         var version = commonModesVersion
         var modeIsCommon = isCommon(mode)
