@@ -27,6 +27,34 @@ struct ChildProcessPortTests {
         #expect(reply.text == "after")
     }
 
+    /// A request made on the thread whose loop reads its connection first waits on the socket
+    /// alone (a read with a receive timeout of a few milliseconds), then runs the loop: a
+    /// reply slower than that still arrives, and the loop's timers fire meanwhile.
+    @Test(arguments: [ChildWorker.Channel.socket, .pipes])
+    func aSlowReplyOnTheLoopThreadLetsTheLoopServeItsTimers(channel: ChildWorker.Channel) throws {
+        let child = try WorkerChild(channel: channel)
+        defer { child.finish() }
+        let loop = child.boss.thread.loop
+        let outcome = Locked<(reply: String?, ticksWhileWaiting: Int)?>(nil)
+        let worker = child.worker
+        try loop.perform {
+            let ticks = Counter()
+            let timer = LoopTimer(after: .milliseconds(10), repeating: .milliseconds(10)) { _ in ticks.increment() }
+            try? loop.add(timer, forMode: .common)
+            let reply = try? worker.sendRequest(Message(id: WorkerOp.sleepThenReply, text: "400"), receiveTimeout: .seconds(60))
+            timer.invalidate()
+            outcome.withLock { $0 = (reply?.text, ticks.count) }
+        }
+        #expect(eventually(timeout: .seconds(60)) { outcome.withLock { $0 != nil } })
+        let result = try #require(outcome.withLock { $0 })
+        #expect(result.reply == "slept")
+        // 400 ms at one tick per 10 ms: about 40; a handful proves the loop ran.
+        #expect(result.ticksWhileWaiting >= 5)
+        // And the connection still serves the quick path afterwards.
+        let again = try worker.sendRequest(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
+        #expect(again.text == "after")
+    }
+
     @Test(arguments: [0, 1, ReceivePort.defaultMaxMessageBytes])
     func sizesRoundTripThroughAChild(size: Int) throws {
         let child = try WorkerChild()

@@ -72,23 +72,40 @@ extension FileDescriptor {
     }
 
     /// Receives one datagram (or what a stream has) into `buffer`, and the descriptors sent
-    /// with it (close-on-exec) into `descriptors`, without blocking and without allocating.
-    /// Returns the bytes received (0: the peer closed), how many descriptors arrived (the
-    /// caller owns and must close them), and whether the datagram or its descriptors did
-    /// not fit (the excess is discarded; excess descriptors are closed).
+    /// with it (close-on-exec) into `descriptors`, without allocating. Returns the bytes
+    /// received (0: the peer closed), how many descriptors arrived (the caller owns and must
+    /// close them), and whether the datagram or its descriptors did not fit (the excess is
+    /// discarded; excess descriptors are closed).
     ///
-    /// The corresponding C function is `recvmsg` with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`.
+    /// Never blocks unless `waiting`; then, on a socket without `O_NONBLOCK`, it waits for
+    /// data up to the socket's receive timeout (`setReceiveTimeout`), after which it throws
+    /// `Errno.wouldBlock`.
+    ///
+    /// The corresponding C function is `recvmsg` with `MSG_CMSG_CLOEXEC`, and `MSG_DONTWAIT`
+    /// unless `waiting`.
     package func receive(
-        into buffer: UnsafeMutableRawBufferPointer, descriptors: UnsafeMutableBufferPointer<CInt>
+        into buffer: UnsafeMutableRawBufferPointer, descriptors: UnsafeMutableBufferPointer<CInt>, waiting: Bool = false
     ) throws(Errno) -> (count: Int, descriptors: Int, truncated: Bool) {
         var count: CInt = 0
         var truncated: CInt = 0
         let n = try valueOrErrno {
             portkit_receive_with_descriptors(
                 rawValue, buffer.baseAddress, buffer.count, descriptors.baseAddress, CInt(descriptors.count),
-                &count, &truncated, CInt(MSG_DONTWAIT))
+                &count, &truncated, waiting ? 0 : CInt(MSG_DONTWAIT))
         }.get()
         return (n, Int(count), truncated != 0)
+    }
+
+    /// Sets how long a waiting receive (`receive(into:descriptors:waiting:)` with `waiting`)
+    /// waits for data before it gives up. The kernel rounds it up to whole clock ticks
+    /// (1 to 4 ms on common kernels).
+    ///
+    /// The corresponding C function is `setsockopt` with `SO_RCVTIMEO`.
+    package func setReceiveTimeout(microseconds: Int) throws(Errno) {
+        var limit = timeval(tv_sec: microseconds / 1_000_000, tv_usec: microseconds % 1_000_000)
+        try nothingOrErrno {
+            setsockopt(rawValue, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        }.get()
     }
 
     /// Waits until the descriptor is ready for `events` (`POLLIN`, `POLLOUT`) or `timeout`

@@ -64,6 +64,10 @@ final class Connection: Sendable {
         /// The emptied array of the last read that brought several frames, kept for its
         /// capacity (a stream of small messages brings hundreds per read).
         var spareDeliveries: [Delivery] = []
+        /// Whether a read may wait for data (`readAvailable(waitingFirst:)`): the socket was
+        /// made blocking with a receive timeout of `directWaitSlice`. `nil` until a direct wait
+        /// first asks; `false` for pipes, or when the socket could not be set up.
+        var waitingReads: Bool?
     }
 
     /// One request at a time per connection: whoever sends a request holds the connection
@@ -301,6 +305,8 @@ final class Connection: Sendable {
 
     /// What one read came to.
     private enum ReadOutcome {
+        /// Nothing was there to read (or, for a waiting read, nothing came in time).
+        case empty
         /// Nothing more to read now.
         case drained
         /// The buffer was filled: there may be more.
@@ -309,10 +315,21 @@ final class Connection: Sendable {
         case closed(PortError)
     }
 
-    /// Reads what is available (without blocking) and turns it into deliveries, handed to
-    /// `deliver` outside every lock. Returns false when the peer closed or the stream broke
-    /// (the connection is then closed, after the frames before the break were delivered).
-    private func readAvailable(maxChunks: Int, _ deliver: (Delivery) -> Void) -> Bool {
+    /// How a run of reads ended.
+    private enum ReadEnd {
+        /// The first read found nothing: nothing was delivered.
+        case nothingArrived
+        /// Frames (or parts of one) were read, and nothing more is there now.
+        case drained
+        /// The peer closed or the stream broke; the connection is closed.
+        case closed
+    }
+
+    /// Reads what is available and turns it into deliveries, handed to `deliver` outside
+    /// every lock. The reads never block, except the first when `waitingFirst` (only after
+    /// `prepareWaitingReads()` returned true): it waits up to the socket's receive timeout.
+    /// On `.closed`, the frames before the break were delivered.
+    private func readAvailable(maxChunks: Int, waitingFirst: Bool = false, _ deliver: (Delivery) -> Void) -> ReadEnd {
         var batch = Deliveries()
         defer {
             // The array of a many-frame read goes back for the next one.
@@ -322,24 +339,47 @@ final class Connection: Sendable {
                 }
             }
         }
-        for _ in 0..<maxChunks {
-            let outcome = inbound.withLock { state in readOnce(&state, into: &batch) }
+        for chunk in 0..<maxChunks {
+            let waiting = waitingFirst && chunk == 0
+            let outcome = inbound.withLock { state in readOnce(&state, into: &batch, waiting: waiting) }
             batch.drain(deliver)
             switch outcome {
             case .more: continue
-            case .drained: return true
+            case .empty: return chunk == 0 ? .nothingArrived : .drained
+            case .drained: return .drained
             case .closed(let reason):
                 close(reason)
-                return false
+                return .closed
             }
         }
-        return true
+        return .drained
+    }
+
+    /// Makes the socket ready for waiting reads, once: blocking (every other read and write
+    /// passes `MSG_DONTWAIT`, so only a waiting read ever blocks), with `directWaitSlice`
+    /// as its receive timeout. False for pipes, or when the socket refused.
+    private func prepareWaitingReads() -> Bool {
+        inbound.withLock { state in
+            if let ready = state.waitingReads { return ready }
+            var ready = false
+            if case .socket(let fd) = medium {
+                do throws(Errno) {
+                    try fd.setReceiveTimeout(microseconds: Int(Self.sliceMilliseconds) * 1000)
+                    try fd.setNonBlocking(false)
+                    ready = true
+                } catch {
+                    try? fd.setNonBlocking(true)
+                }
+            }
+            state.waitingReads = ready
+            return ready
+        }
     }
 
     /// One read, and the frames it completes decoded into `batch`. Frames that lie whole in
     /// the read buffer are decoded from it directly (no copy, the header parsed once); only
     /// a frame split across reads goes through the splitter.
-    private func readOnce(_ state: inout Inbound, into batch: inout Deliveries) -> ReadOutcome {
+    private func readOnce(_ state: inout Inbound, into batch: inout Deliveries, waiting: Bool) -> ReadOutcome {
         let buffer: UnsafeMutableRawBufferPointer
         if let kept = state.buffer {
             buffer = kept
@@ -351,7 +391,9 @@ final class Connection: Sendable {
             switch medium {
             case .socket(let fd):
                 let received: (count: Int, descriptors: Int, truncated: Bool)
-                do throws(Errno) { received = try fd.receive(into: buffer, descriptors: fds) } catch { return .failure(error) }
+                do throws(Errno) { received = try fd.receive(into: buffer, descriptors: fds, waiting: waiting) } catch {
+                    return .failure(error)
+                }
                 if received.descriptors > 0 {
                     state.descriptors.append(contentsOf: UnsafeBufferPointer(rebasing: fds[..<received.descriptors]))
                 }
@@ -363,7 +405,7 @@ final class Connection: Sendable {
         let count: Int
         switch got {
         case .success(let bytes): count = bytes
-        case .failure(.wouldBlock): return .drained
+        case .failure(.wouldBlock): return .empty
         case .failure(let error): return .closed(PortError(connection: "receive", error))
         }
         if count == 0 { return .closed(.peerDied) }
@@ -516,7 +558,9 @@ final class Connection: Sendable {
     }
 
     /// How long a request waits on its connection alone, when its thread's loop reads the
-    /// connection, before that loop serves its other work again.
+    /// connection, before that loop serves its other work again. On a socket the wait is
+    /// a read with this receive timeout, which the kernel rounds up to whole clock ticks:
+    /// up to 4 ms on a 250 Hz kernel (its timer wheel is what makes the wait cheap).
     static let directWaitSlice: Duration = .milliseconds(1)
     private static let sliceMilliseconds = milliseconds(directWaitSlice)
 
@@ -535,7 +579,7 @@ final class Connection: Sendable {
     /// On a connection another thread's loop reads, that loop hands the reply over. When
     /// this thread reads it itself (an unbound connection, or one bound to this thread's
     /// loop), it waits on the connection's descriptor and reads it. Bound to this thread's
-    /// loop, that direct wait lasts at most `directWaitSlice` (like CFMessagePortSendRequest's
+    /// loop, that direct wait lasts about `directWaitSlice` (like CFMessagePortSendRequest's
     /// private reply mode, but short): a reply later than that is waited for by running
     /// the loop, which serves its other work (timers, blocks, other ports) meanwhile, as
     /// before. Frames other than the reply still reach the bound port's handler (an
@@ -563,21 +607,27 @@ final class Connection: Sendable {
 
     /// The first `directWaitSlice` of a wait on a connection bound to this thread's loop:
     /// waits on the descriptor alone and reads it here. The usual round trip ends here
-    /// with two lock holds and no clock reading. `nil`: no reply yet.
+    /// with two lock holds, no clock reading and, on a socket, one system call: a read that
+    /// waits up to the socket's receive timeout (a kernel timer-wheel timeout, rounded up
+    /// to whole clock ticks), where a `poll` then a read cost a second call and a
+    /// high-resolution timer armed and cancelled per round trip. `nil`: no reply yet.
     private func awaitReplyDirectly(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message? {
         var reply: Message?
         var handler: ReceivePort.Handler??
-        // poll's granularity is a millisecond, rounded up: the slice is one poll, unless
-        // other frames arrive first (then the clock ends it).
+        let waitingReads = mayWaitReading(until: deadline)
+        // The slice is one waiting read (or one poll: its granularity is a millisecond,
+        // rounded up), unless other frames arrive first (then the clock ends it).
         let sliceMilliseconds = Self.sliceMilliseconds
         var sliceEnd: ContinuousClock.Instant?
         while true {
-            let ready: CShort
-            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
-                throw PortError("poll", error)
+            if !waitingReads {
+                let ready: CShort
+                do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
+                    throw PortError("poll", error)
+                }
+                if ready == 0 { return nil }  // the slice is over
             }
-            if ready == 0 { return nil }  // the slice is over
-            let open = readAvailable(maxChunks: 64) { delivery in
+            let end = readAvailable(maxChunks: 64, waitingFirst: waitingReads) { delivery in
                 if case .reply(sequence, let message) = delivery, case .none = reply {
                     reply = message
                     return
@@ -589,7 +639,8 @@ final class Connection: Sendable {
                 // Taken here, not through the table: this thread is the connection's reader.
                 return reply
             }
-            if !open, let failure = replies.withLock({ $0.failure }) { throw failure }
+            if waitingReads && end == .nothingArrived { return nil }  // the slice is over
+            if end == .closed, let failure = replies.withLock({ $0.failure }) { throw failure }
             // Other frames came first (or a nested run took the reply): the slice goes on,
             // by the clock now, so a chatty peer cannot keep the loop waiting.
             if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
@@ -600,10 +651,24 @@ final class Connection: Sendable {
         }
     }
 
-    /// Waits for the reply on an unbound connection, which its requester reads.
+    /// Waits for the reply on an unbound connection, which its requester reads: first with
+    /// one waiting read (as the direct wait does), then with `poll` until the deadline.
     private func awaitReplyReading(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+        func take(_ delivery: Delivery) {
+            switch delivery {
+            case .reply(let sequence, let message): complete(sequence, with: message)
+            case .incoming(_, _, let message): discard(message)  // nothing receives here
+            case .adopt(let socket): try? socket.close()
+            }
+        }
+        var waitFirst = mayWaitReading(until: deadline)
         while true {
             if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
+            if waitFirst {
+                waitFirst = false
+                _ = readAvailable(maxChunks: 64, waitingFirst: true, take)
+                continue
+            }
             var milliseconds: CInt = -1
             if let deadline {
                 let now = ContinuousClock.now
@@ -615,15 +680,21 @@ final class Connection: Sendable {
                 throw PortError("poll", error)
             }
             if ready == 0 { continue }
-            _ = readAvailable(maxChunks: 64) { delivery in
-                switch delivery {
-                case .reply(let sequence, let message): complete(sequence, with: message)
-                case .incoming(_, _, let message): discard(message)  // nothing receives here
-                case .adopt(let socket): try? socket.close()
-                }
-            }
+            _ = readAvailable(maxChunks: 64, take)
         }
     }
+
+    /// Whether a wait for a reply until `deadline` may begin with a waiting read: the socket
+    /// is set up for one (`prepareWaitingReads`), and the deadline is far enough away that
+    /// the read's timeout, rounded up to clock ticks, cannot overshoot it.
+    private func mayWaitReading(until deadline: ContinuousClock.Instant?) -> Bool {
+        if let deadline, deadline - ContinuousClock.now <= Self.waitingReadMargin { return false }
+        return prepareWaitingReads()
+    }
+
+    /// The least time a deadline must be away for a wait to begin with a waiting read:
+    /// more than its timeout (`directWaitSlice`) rounded up to a tick of a 100 Hz kernel.
+    static let waitingReadMargin: Duration = .milliseconds(20)
 
     // MARK: Binding and closing
 
