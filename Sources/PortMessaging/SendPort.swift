@@ -134,7 +134,7 @@ public final class SendPort: Sendable {
             let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
             // The receive timeout counts from when the request is sent.
             let sent = queued || waited ? ContinuousClock.now : start
-            return try connection.awaitReply(sequence, deadline: receiveTimeout.map { sent + $0 })
+            return try connection.awaitReply(sequence, sent: sent, timeout: receiveTimeout)
         }
     }
 

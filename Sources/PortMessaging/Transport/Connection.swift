@@ -54,6 +54,18 @@ final class Connection: Sendable {
     /// `life.open`, readable without the lock (every write checks it); cleared in `close`
     /// under `life`'s lock.
     private let openFlag = Atomic<Bool>(true)
+    /// Whether a read may wait for data (`readAvailable(waitingFirst:)`): `unknown` until a
+    /// wait for a reply first asks (`prepareWaitingReads`), then `ready` (the socket is
+    /// blocking, with a receive timeout of `directWaitSlice`) or `unavailable` (pipes, or a
+    /// socket that refused). Set once, under `inbound`'s lock.
+    private let waitingReads = Atomic<UInt8>(WaitingReads.unknown)
+
+    /// The values of `waitingReads`.
+    enum WaitingReads {
+        static let unknown: UInt8 = 0
+        static let ready: UInt8 = 1
+        static let unavailable: UInt8 = 2
+    }
 
     struct Inbound {
         var splitter: WireFrameSplitter
@@ -64,10 +76,6 @@ final class Connection: Sendable {
         /// The emptied array of the last read that brought several frames, kept for its
         /// capacity (a stream of small messages brings hundreds per read).
         var spareDeliveries: [Delivery] = []
-        /// Whether a read may wait for data (`readAvailable(waitingFirst:)`): the socket was
-        /// made blocking with a receive timeout of `directWaitSlice`. `nil` until a direct wait
-        /// first asks; `false` for pipes, or when the socket could not be set up.
-        var waitingReads: Bool?
     }
 
     /// One request at a time per connection: whoever sends a request holds the connection
@@ -359,8 +367,11 @@ final class Connection: Sendable {
     /// passes `MSG_DONTWAIT`, so only a waiting read ever blocks), with `directWaitSlice`
     /// as its receive timeout. False for pipes, or when the socket refused.
     private func prepareWaitingReads() -> Bool {
-        inbound.withLock { state in
-            if let ready = state.waitingReads { return ready }
+        let known = waitingReads.load(ordering: .acquiring)
+        if known != WaitingReads.unknown { return known == WaitingReads.ready }
+        return inbound.withLock { _ in
+            let known = waitingReads.load(ordering: .acquiring)
+            if known != WaitingReads.unknown { return known == WaitingReads.ready }
             var ready = false
             if case .socket(let fd) = medium {
                 do throws(Errno) {
@@ -371,7 +382,7 @@ final class Connection: Sendable {
                     try? fd.setNonBlocking(true)
                 }
             }
-            state.waitingReads = ready
+            waitingReads.store(ready ? WaitingReads.ready : WaitingReads.unavailable, ordering: .releasing)
             return ready
         }
     }
@@ -584,16 +595,21 @@ final class Connection: Sendable {
     /// the loop, which serves its other work (timers, blocks, other ports) meanwhile, as
     /// before. Frames other than the reply still reach the bound port's handler (an
     /// unbound connection has none: they are dropped).
-    func awaitReply(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+    ///
+    /// The wait ends at `sent + timeout` (`timeout` nil: never).
+    func awaitReply(_ sequence: UInt64, sent: ContinuousClock.Instant, timeout: Duration?) throws(PortError) -> Message {
+        let deadline = timeout.map { sent + $0 }
+        // A waiting read's timeout, rounded up to clock ticks, must not overshoot the deadline.
+        let mayWaitReading = timeout.map { $0 > Self.waitingReadMargin } ?? true
         // Neither the port nor the loop is retained here: both have side-table reference
         // counts (weak references to them exist), which make every retain a slow one.
         let (bound, onLoopThread) = life.withLock { ($0.handler != nil, $0.loop?.isCurrent ?? false) }
-        guard bound else { return try awaitReplyReading(sequence, deadline: deadline) }
+        guard bound else { return try awaitReplyReading(sequence, deadline: deadline, mayWaitReading: mayWaitReading) }
         if onLoopThread {
-            if let reply = try awaitReplyDirectly(sequence, deadline: deadline) { return reply }
+            if let reply = try awaitReplyDirectly(sequence, deadline: deadline, mayWaitReading: mayWaitReading) { return reply }
             // Slow: run the loop (its source reads the connection) until the reply is in.
             guard let loop = life.withLock({ $0.loop }), loop.isCurrent else {
-                return try awaitReplyReading(sequence, deadline: deadline)
+                return try awaitReplyReading(sequence, deadline: deadline, mayWaitReading: false)
             }
             let mode = loop.currentMode ?? .default
             while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
@@ -611,10 +627,12 @@ final class Connection: Sendable {
     /// waits up to the socket's receive timeout (a kernel timer-wheel timeout, rounded up
     /// to whole clock ticks), where a `poll` then a read cost a second call and a
     /// high-resolution timer armed and cancelled per round trip. `nil`: no reply yet.
-    private func awaitReplyDirectly(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message? {
+    private func awaitReplyDirectly(
+        _ sequence: UInt64, deadline: ContinuousClock.Instant?, mayWaitReading: Bool
+    ) throws(PortError) -> Message? {
         var reply: Message?
         var handler: ReceivePort.Handler??
-        let waitingReads = mayWaitReading(until: deadline)
+        let waitingReads = mayWaitReading && prepareWaitingReads()
         // The slice is one waiting read (or one poll: its granularity is a millisecond,
         // rounded up), unless other frames arrive first (then the clock ends it).
         let sliceMilliseconds = Self.sliceMilliseconds
@@ -653,7 +671,9 @@ final class Connection: Sendable {
 
     /// Waits for the reply on an unbound connection, which its requester reads: first with
     /// one waiting read (as the direct wait does), then with `poll` until the deadline.
-    private func awaitReplyReading(_ sequence: UInt64, deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+    private func awaitReplyReading(
+        _ sequence: UInt64, deadline: ContinuousClock.Instant?, mayWaitReading: Bool
+    ) throws(PortError) -> Message {
         func take(_ delivery: Delivery) {
             switch delivery {
             case .reply(let sequence, let message): complete(sequence, with: message)
@@ -661,7 +681,7 @@ final class Connection: Sendable {
             case .adopt(let socket): try? socket.close()
             }
         }
-        var waitFirst = mayWaitReading(until: deadline)
+        var waitFirst = mayWaitReading && prepareWaitingReads()
         while true {
             if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
             if waitFirst {
@@ -684,16 +704,8 @@ final class Connection: Sendable {
         }
     }
 
-    /// Whether a wait for a reply until `deadline` may begin with a waiting read: the socket
-    /// is set up for one (`prepareWaitingReads`), and the deadline is far enough away that
-    /// the read's timeout, rounded up to clock ticks, cannot overshoot it.
-    private func mayWaitReading(until deadline: ContinuousClock.Instant?) -> Bool {
-        if let deadline, deadline - ContinuousClock.now <= Self.waitingReadMargin { return false }
-        return prepareWaitingReads()
-    }
-
-    /// The least time a deadline must be away for a wait to begin with a waiting read:
-    /// more than its timeout (`directWaitSlice`) rounded up to a tick of a 100 Hz kernel.
+    /// The least receive timeout for which a wait begins with a waiting read: more than
+    /// the read's own timeout (`directWaitSlice`) rounded up to a tick of a 100 Hz kernel.
     static let waitingReadMargin: Duration = .milliseconds(20)
 
     // MARK: Binding and closing
