@@ -173,8 +173,11 @@ enum PortBenchmarks: BenchmarkFamily {
                 let child = try PortKitChild()
                 return .init(
                     measure: {
+                        // One message sent `count` times, as the raw side writes one record
+                        // `count` times (a Message is a value; sending it copies nothing).
+                        let message = Message(id: BenchChildren.Op.count, bytes: bytes)
                         let start = ContinuousClock.now
-                        for _ in 0..<count { try child.worker.send(Message(id: BenchChildren.Op.count, bytes: bytes)) }
+                        for _ in 0..<count { try child.worker.send(message) }
                         let report = try child.worker.sendRequest(Message(id: BenchChildren.Op.report), receiveTimeout: .seconds(120))
                         let seconds = start.duration(to: .now).seconds
                         let counts = report.bytes.withUnsafeBytes { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
