@@ -374,13 +374,13 @@ final class Connection: Sendable {
             if known != WaitingReads.unknown { return known == WaitingReads.ready }
             var ready = false
             if case .socket(let fd) = medium {
+                // Either call failing leaves the socket non-blocking (the flag is cleared
+                // last, in one fcntl), so a refusal needs no undoing.
                 do throws(Errno) {
                     try fd.setReceiveTimeout(microseconds: Int(Self.sliceMilliseconds) * 1000)
                     try fd.setNonBlocking(false)
                     ready = true
-                } catch {
-                    try? fd.setNonBlocking(true)
-                }
+                } catch {}
             }
             waitingReads.store(ready ? WaitingReads.ready : WaitingReads.unavailable, ordering: .releasing)
             return ready
