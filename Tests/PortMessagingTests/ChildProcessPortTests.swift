@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import Glibc
 import PortKitTestSupport
@@ -152,6 +153,30 @@ struct ChildProcessPortTests {
         #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         #expect(throws: PortError.self) { try worker.send(Message(id: 1), timeout: .seconds(1)) }
         child.boss.stop()
+    }
+
+    /// A child streaming to its boss while another thread sends it requests, SIGKILLed
+    /// mid-stream, 2,000 times (`PORTKIT_DEATH_RACE_CYCLES` sets fewer, for slow sanitizer
+    /// runs): every request that fails says `peerDied`, no system call meets a descriptor
+    /// that was closed under it, and no descriptor is left open. In a helper process, so
+    /// that no other test's descriptors or system calls are counted.
+    @Test(arguments: [ChildWorker.Channel.socket, .pipes])
+    func aSendRacingItsPeersDeathFailsWithPeerDiedAndTouchesNoClosedDescriptor(channel: ChildWorker.Channel) throws {
+        let cycles = ProcessInfo.processInfo.environment["PORTKIT_DEATH_RACE_CYCLES"].flatMap(Int.init) ?? 2000
+        let (status, output) = try ChildProcess.run(
+            "port-death-race", ["\(cycles)"] + (channel == .pipes ? ["pipes"] : []))
+        #expect(status == 0, "helper said: \(output)")
+        var fields: [String: Int] = [:]
+        for pair in output.split(whereSeparator: \.isWhitespace) {
+            let parts = pair.split(separator: "=")
+            if parts.count == 2, let value = Int(parts[1]) { fields[String(parts[0])] = value }
+        }
+        #expect(fields["cycles"] == cycles, "helper said: \(output)")
+        #expect(fields["peerDied"] == cycles, "every cycle's requester ends with peerDied: \(output)")
+        #expect(fields["invalidPort"] == 0, "helper said: \(output)")
+        #expect(fields["other"] == 0, "helper said: \(output)")
+        #expect(fields["badDescriptors"] == 0, "a system call met a closed descriptor: \(output)")
+        #expect(fields["before"] != nil && fields["before"] == fields["after"], "descriptors leaked: \(output)")
     }
 
     @Test func noDescriptorLeaksOverAHundredChildCycles() throws {

@@ -46,6 +46,12 @@ import Synchronization
             case WorkerOp.sendBack:
                 try? boss.send(Message(id: WorkerOp.sendBack, text: "one-way from the child"), timeout: .seconds(10))
                 return nil
+            case WorkerOp.streamToBoss:
+                Thread.detachNewThread {
+                    let chunk = Message(id: WorkerOp.streamed, bytes: [UInt8](repeating: 7, count: 512))
+                    while (try? boss.send(chunk, timeout: .seconds(10))) != nil {}
+                }
+                return Message(id: WorkerOp.streamToBoss, text: "streaming")
             case WorkerOp.exit:
                 exit(0)
             default:

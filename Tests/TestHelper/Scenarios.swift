@@ -9,6 +9,7 @@ let scenarios: [String: Scenario] = [
     "loop-descriptor-cycle": loopDescriptorCycle,
     "port-worker": portWorker,
     "port-child-cycles": portChildCycles,
+    "port-death-race": portDeathRace,
     "names-server": namesServer,
     "names-owner": namesOwner,
     "names-request": namesRequest,

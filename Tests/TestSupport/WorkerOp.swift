@@ -10,5 +10,8 @@ package enum WorkerOp {
     package static let fromPassedPort: UInt32 = 7
     package static let sendBack: UInt32 = 8
     package static let exit: UInt32 = 9
+    /// Starts a thread that sends `streamed` messages to the boss until sending fails.
+    package static let streamToBoss: UInt32 = 10
+    package static let streamed: UInt32 = 11
 }
 

@@ -121,7 +121,7 @@ extension FileDescriptor {
                 milliseconds = left <= .zero ? 0 : CInt(min(left / .milliseconds(1), Double(CInt.max / 2)).rounded(.up))
             }
             let result = portkit_poll_one(rawValue, events, milliseconds)
-            if result >= 0 { return CShort(truncatingIfNeeded: result) }
+            if result >= 0 { return Self.audited(CShort(truncatingIfNeeded: result)) }
             let error = Errno.current
             if error != .interrupted { throw error }
         }
@@ -135,10 +135,16 @@ extension FileDescriptor {
     /// The corresponding C function is `poll`.
     package func poll(_ events: CShort, milliseconds: CInt) throws(Errno) -> CShort {
         let result = portkit_poll_one(rawValue, events, milliseconds)
-        if result >= 0 { return CShort(truncatingIfNeeded: result) }
+        if result >= 0 { return Self.audited(CShort(truncatingIfNeeded: result)) }
         let error = Errno.current
         if error == .interrupted { return 0 }
         throw error
+    }
+
+    /// `revents` as they are, with a poll of a descriptor that is not open counted.
+    private static func audited(_ revents: CShort) -> CShort {
+        if revents & CShort(POLLNVAL) != 0 { SystemCallAudit.badDescriptors.add(1, ordering: .relaxed) }
+        return revents
     }
 
     /// Shuts down reading and writing, waking every thread blocked on the socket.

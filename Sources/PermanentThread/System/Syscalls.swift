@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 // Every raw system call of the package that touches descriptors goes through this file,
 // so that error handling (and EINTR) lives in one place.
@@ -16,6 +17,7 @@ package func valueOrErrno<I: FixedWidthInteger>(
         if value != -1 { return .success(value) }
         let error = Errno.current
         if retryOnInterrupt && error == .interrupted { continue }
+        if error == .badFileDescriptor { SystemCallAudit.badDescriptors.add(1, ordering: .relaxed) }
         return .failure(error)
     }
 }
@@ -26,4 +28,12 @@ package func nothingOrErrno<I: FixedWidthInteger>(
     retryOnInterrupt: Bool = true, _ call: () -> I
 ) -> Result<Void, Errno> {
     valueOrErrno(retryOnInterrupt: retryOnInterrupt, call).map { _ in () }
+}
+
+/// What the system calls of this process saw that should never happen, counted for tests.
+package enum SystemCallAudit {
+    /// Calls that failed with `EBADF` (or polls that found `POLLNVAL`): a descriptor used
+    /// after it was closed. Its number may have been reused meanwhile, so such a call can
+    /// reach an unrelated file; the package's own code should never make one.
+    package static let badDescriptors = Atomic<Int>(0)
 }

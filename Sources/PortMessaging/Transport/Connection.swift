@@ -40,6 +40,12 @@ final class Connection: Sendable {
 
     /// A frame is being written (the token that keeps frames whole).
     private let writing = ConditionLock<Bool>(false)
+    /// The users of the descriptors: every system call on them runs inside
+    /// `withDescriptors`, and the last user out of a closed connection releases them.
+    private let gate = DescriptorGate()
+    /// What releases the descriptors (set by `close`, run once by whoever leaves the gate
+    /// last), given the descriptors read but not yet delivered.
+    private let release = Locked<(@Sendable ([CInt]) -> Void)?>(nil)
     /// Bytes and descriptors read but not yet made into messages, and the buffer reads go
     /// into; held for the whole of a read, so reads on two threads cannot interleave.
     private let inbound: Locked<Inbound>
@@ -144,6 +150,29 @@ final class Connection: Sendable {
 
     var isOpen: Bool { openFlag.load(ordering: .acquiring) }
 
+    /// Why the connection closed (`invalidPort` when it was closed without a reason).
+    private var closedError: PortError { replies.withLock { $0.failure } ?? .invalidPort }
+
+    /// Runs `body`, which uses the descriptors, as a user of them; `nil` when the connection
+    /// is closed (nothing was called). Never call it holding `inbound`'s lock: the last
+    /// user out releases the descriptors, which takes that lock.
+    @inline(__always)
+    private func withDescriptors<R>(_ body: () -> R) -> R? {
+        guard gate.enter() else { return nil }
+        defer { if gate.leave() { releaseDescriptors() } }
+        return body()
+    }
+
+    /// Releases the descriptors, once: the connection is closed and no one uses them.
+    private func releaseDescriptors() {
+        guard let work = release.withLock({ $0.take() }) else { return }
+        let pending = inbound.withLock { state in
+            defer { state.descriptors = [] }
+            return state.descriptors
+        }
+        work(pending)
+    }
+
     /// Runs `handler` once when the connection closes (at once if it is closed already).
     func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
         let closedAlready = life.withLock { life -> Bool in
@@ -172,21 +201,26 @@ final class Connection: Sendable {
     func write(
         _ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline lazyDeadline: () -> ContinuousClock.Instant?
     ) throws(PortError) -> Bool {
-        guard isOpen else { throw replies.withLock { $0.failure } ?? .invalidPort }
+        guard isOpen else { throw closedError }
         if !descriptors.isEmpty && !carriesDescriptors { throw .descriptorsNeedASocket }
         // The usual case in one lock hold: the token is free and the whole frame goes out in
         // one non-blocking write, made while holding the lock (other writers wait for the
         // length of one system call). Only otherwise is the token taken for the slow path.
         var first: Result<Int, Errno>?
+        var closed = false
         let done = writing.withLock { busy -> Bool in
             if busy { return false }
-            let result = writeSome(frame, descriptors: descriptors)
+            guard let result = withDescriptors({ writeSome(frame, descriptors: descriptors) }) else {
+                closed = true
+                return false
+            }
             if case .success(let written) = result, written == frame.count { return true }
             first = result
             busy = true
             return false
         }
         if done { return false }
+        if closed { throw closedError }
         let deadline = lazyDeadline()
         if first == nil {
             guard Self.claimToken(writing, until: deadline) else { throw .sendTimedOut }
@@ -198,19 +232,24 @@ final class Connection: Sendable {
         var offset = 0
         var pending = descriptors
         while offset < frame.count {
-            let result: Result<Int, Errno>
-            if let made = first.take() { result = made } else {
-                result = writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending)
+            let written = first.take() ?? withDescriptors {
+                writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending)
             }
+            guard let result = written else { throw closedError }
             switch result {
             case .success(let written):
                 offset += written
                 pending = []
             case .failure(.wouldBlock):
                 let limit = offset == 0 ? deadline : ContinuousClock.now + Self.partialFrameGrace
+                let polled = withDescriptors {
+                    Result { () throws(Errno) -> CShort in try writeFD.poll(CShort(POLLOUT), timeout: limit.map { $0 - .now }) }
+                }
                 let ready: CShort
-                do { ready = try writeFD.poll(CShort(POLLOUT), timeout: limit.map { $0 - .now }) } catch {
-                    throw PortError("poll", error)
+                switch polled {
+                case .none: throw closedError
+                case .failure(let error): throw PortError("poll", error)
+                case .success(let events): ready = events
                 }
                 if ready == 0 {
                     guard offset > 0 else { throw .sendTimedOut }
@@ -349,7 +388,9 @@ final class Connection: Sendable {
         }
         for chunk in 0..<maxChunks {
             let waiting = waitingFirst && chunk == 0
-            let outcome = inbound.withLock { state in readOnce(&state, into: &batch, waiting: waiting) }
+            let outcome = withDescriptors {
+                inbound.withLock { state in readOnce(&state, into: &batch, waiting: waiting) }
+            } ?? .closed(closedError)
             batch.drain(deliver)
             switch outcome {
             case .more: continue
@@ -369,7 +410,7 @@ final class Connection: Sendable {
     private func prepareWaitingReads() -> Bool {
         let known = waitingReads.load(ordering: .acquiring)
         if known != WaitingReads.unknown { return known == WaitingReads.ready }
-        return inbound.withLock { _ in
+        return withDescriptors { inbound.withLock { _ in
             let known = waitingReads.load(ordering: .acquiring)
             if known != WaitingReads.unknown { return known == WaitingReads.ready }
             var ready = false
@@ -384,7 +425,7 @@ final class Connection: Sendable {
             }
             waitingReads.store(ready ? WaitingReads.ready : WaitingReads.unavailable, ordering: .releasing)
             return ready
-        }
+        } } ?? false
     }
 
     /// One read, and the frames it completes decoded into `batch`. Frames that lie whole in
@@ -639,11 +680,7 @@ final class Connection: Sendable {
         var sliceEnd: ContinuousClock.Instant?
         while true {
             if !waitingReads {
-                let ready: CShort
-                do { ready = try readFD.poll(CShort(POLLIN), milliseconds: sliceMilliseconds) } catch {
-                    throw PortError("poll", error)
-                }
-                if ready == 0 { return nil }  // the slice is over
+                if try pollReadable(milliseconds: sliceMilliseconds) == 0 { return nil }  // the slice is over
             }
             let end = readAvailable(maxChunks: 64, waitingFirst: waitingReads) { delivery in
                 if case .reply(sequence, let message) = delivery, case .none = reply {
@@ -695,12 +732,21 @@ final class Connection: Sendable {
                 if now >= deadline { throw .receiveTimedOut }
                 milliseconds = Self.milliseconds(deadline - now)
             }
-            let ready: CShort
-            do { ready = try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) } catch {
-                throw PortError("poll", error)
-            }
-            if ready == 0 { continue }
+            if try pollReadable(milliseconds: milliseconds) == 0 { continue }
             _ = readAvailable(maxChunks: 64, take)
+        }
+    }
+
+    /// Waits up to `milliseconds` (-1: for ever) for the connection to be readable; the
+    /// ready events, or 0.
+    private func pollReadable(milliseconds: CInt) throws(PortError) -> CShort {
+        let polled = withDescriptors {
+            Result { () throws(Errno) -> CShort in try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) }
+        }
+        switch polled {
+        case .none: throw closedError
+        case .failure(let error): throw PortError("poll", error)
+        case .success(let events): return events
         }
     }
 
@@ -719,6 +765,10 @@ final class Connection: Sendable {
         // is broken by `close`, which a bound connection always gets: from its port's
         // invalidation (the port holds its connections and invalidates in its deinit), its
         // peer's end, or its send port's invalidation.
+        // A user of the descriptor until its source is handed to the loop: a close meanwhile
+        // leaves the number registered to no one else.
+        guard gate.enter() else { throw closedError }
+        defer { if gate.leave() { releaseDescriptors() } }
         let target = ReadTarget(connection: self)
         let source = DescriptorSource(descriptor: readFD.rawValue, events: .readable) { _, _ in
             target.connection.loopCanRead()
@@ -744,8 +794,13 @@ final class Connection: Sendable {
     /// data does not wake it) on a duplicate of the descriptor, so it never collides with
     /// the source that reads a bound connection.
     func watchForHangup(on loop: ThreadLoop) throws(PortError) {
+        let duplicated = withDescriptors { Result { () throws(Errno) -> FileDescriptor in try readFD.duplicate() } }
         let duplicate: FileDescriptor
-        do { duplicate = try readFD.duplicate() } catch { throw PortError("dup", error) }
+        switch duplicated {
+        case .none: throw closedError
+        case .failure(let error): throw PortError("dup", error)
+        case .success(let made): duplicate = made
+        }
         let source = DescriptorSource(descriptor: duplicate.rawValue, events: .hangup) { [weak self] _, events in
             if events.contains(.hangup) || events.contains(.error) { self?.close(.peerDied) }
         }
@@ -777,12 +832,16 @@ final class Connection: Sendable {
         let descriptor: FileDescriptor
     }
 
-    /// Closes the connection once: waiters fail with `reason`, the descriptors are closed
-    /// (on the bound loop's thread, after its source is removed, so a reused descriptor
-    /// number is never deregistered by mistake), and close handlers run.
+    /// Closes the connection once: waiters fail with `reason` (recorded before any writer can
+    /// see the connection closed, so a send racing the peer's death fails with `peerDied`),
+    /// the bound source is removed, close handlers run, and the descriptors are closed by the
+    /// last thread using them (on the bound loop's thread, after its source is removed, so a
+    /// reused descriptor number is never deregistered or written to by mistake).
     func close(_ reason: PortError) {
-        let (wasOpen, source, loop, handlers, watchers) = life.withLock { life in
-            let result = (life.open, life.source, life.loop, life.closedHandlers, life.watchers)
+        let taken = life.withLock { life -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
+            guard life.open else { return nil }
+            replies.withLock { table in if table.failure == nil { table.failure = reason } }
+            let result = (life.source, life.loop, life.closedHandlers, life.watchers)
             life.open = false
             openFlag.store(false, ordering: .releasing)
             life.source = nil
@@ -792,31 +851,36 @@ final class Connection: Sendable {
             life.watchers = []
             return result
         }
-        guard wasOpen else { return }
+        guard let (source, loop, handlers, watchers) = taken else { return }
         for watcher in watchers {
             Self.onLoopThread(watcher.loop) {
                 watcher.source.invalidate()
                 try? watcher.descriptor.close()
             }
         }
-        replies.withLock { table in if table.failure == nil { table.failure = reason } }
         replies.broadcast()
-        // Wake any thread blocked on this socket (a writer waiting for room, a reader).
-        writeFD.shutdown()
-        let medium = self.medium
-        let pendingDescriptors = inbound.withLock { state in
-            defer { state.descriptors = [] }
-            return state.descriptors
+        if let source {
+            if let loop { Self.onLoopThread(loop) { source.invalidate() } } else { source.invalidate() }
         }
-        let finish: @Sendable () -> Void = {
+        let medium = self.medium
+        let finish: @Sendable ([CInt]) -> Void = { pending in
+            // Again, in case the last user was the loop's own thread, ahead of the block above.
             source?.invalidate()
             switch medium {
             case .socket(let fd): try? fd.close()
             case .pipes(let read, let write): try? read.close(); try? write.close()
             }
-            for fd in pendingDescriptors { Glibc.close(fd) }
+            for fd in pending { Glibc.close(fd) }
         }
-        if let loop { Self.onLoopThread(loop, finish) } else { finish() }
+        var releasing = finish
+        if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
+        release.withLock { [releasing] in $0 = releasing }
+        // Wake any thread blocked on the socket (a writer waiting for room, a reader), then
+        // close the gate: the last user out, maybe this call, releases the descriptors.
+        _ = withDescriptors {
+            writeFD.shutdown()
+            _ = gate.close()
+        }
         for handler in handlers { handler(reason) }
     }
 

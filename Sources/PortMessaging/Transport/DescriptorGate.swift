@@ -1,0 +1,43 @@
+import Synchronization
+
+/// Who is using a connection's descriptors, so that closing the connection never releases a
+/// descriptor a writer or reader is still in a system call with: the number would be free
+/// for reuse, and that call (a frame's write, say) could reach an unrelated file or peer.
+///
+/// Every system call on the descriptors runs between `enter()` and `leave()`. Closing does
+/// not wait for those users: the last one out of a closed gate releases the descriptors (or
+/// `close()` itself, when no one is in). The state is one word, `2 × users + closed`, so
+/// exactly one caller sees it become "closed, no user" and releases, whatever the race.
+struct DescriptorGate: ~Copyable {
+    private let state = Atomic<Int>(0)
+
+    /// Becomes a user of the descriptors; false once the gate is closed (use nothing then).
+    @inline(__always)
+    func enter() -> Bool {
+        var current = state.load(ordering: .relaxed)
+        while current & 1 == 0 {
+            let (exchanged, original) = state.compareExchange(
+                expected: current, desired: current + 2, ordering: .acquiring)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    /// Stops using the descriptors; true when the caller was the last user of a closed gate
+    /// and must release them now.
+    @inline(__always)
+    func leave() -> Bool {
+        state.wrappingSubtract(2, ordering: .acquiringAndReleasing).newValue == 1
+    }
+
+    /// Closes the gate (no new user can enter); true when no one was using the descriptors,
+    /// so the caller must release them now. False as well when it was closed already.
+    func close() -> Bool {
+        let (old, new) = state.bitwiseOr(1, ordering: .acquiringAndReleasing)
+        return old & 1 == 0 && new == 1
+    }
+
+    /// Whether the gate is closed.
+    var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
+}
