@@ -14,6 +14,14 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case peerDied
     /// The message is larger than the limit; it was not sent.
     case messageTooLarge(size: Int, limit: Int)
+    /// The message has more components than `Message.maxComponents`; it was not sent.
+    case tooManyComponents(count: Int, limit: Int)
+    /// The message carries more ports and descriptors (its reply port included) than
+    /// `Message.maxDescriptors`; it was not sent.
+    case tooManyDescriptors(count: Int, limit: Int)
+    /// A descriptor component is not an open descriptor; the message was not sent, and the
+    /// port stays usable.
+    case invalidDescriptor(CInt)
     /// Ports and descriptors cannot travel over this transport (pipes); use a socket.
     case descriptorsNeedASocket
     /// The peer sent bytes that are not a valid frame; the connection was closed.
@@ -33,6 +41,10 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .invalidPort: "the port is invalid"
         case .peerDied: "the peer died or closed its end"
         case .messageTooLarge(let size, let limit): "message of \(size) bytes is over the limit of \(limit)"
+        case .tooManyComponents(let count, let limit): "message of \(count) components is over the limit of \(limit)"
+        case .tooManyDescriptors(let count, let limit):
+            "message carrying \(count) ports and descriptors is over the limit of \(limit)"
+        case .invalidDescriptor(let fd): "descriptor \(fd) in the message is not open"
         case .descriptorsNeedASocket: "ports and descriptors can only travel over a socket, not a pipe"
         case .malformed(let why): "malformed frame from the peer: \(why)"
         case .notScheduled: "the port is not scheduled on a run loop"

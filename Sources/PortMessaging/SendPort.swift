@@ -233,17 +233,8 @@ public final class SendPort: Sendable {
     /// A copy of `message` for in-process delivery, with descriptors duplicated so the
     /// receiver owns its own (as it would across processes).
     static func localCopy(of message: Message, limit: Int) throws(PortError) -> Message {
-        var size = 0
-        var hasDescriptors = false
-        for component in message.components {
-            switch component {
-            case .data(let bytes): size += bytes.count
-            case .descriptor: hasDescriptors = true
-            case .port: break
-            }
-        }
-        guard size <= limit else { throw .messageTooLarge(size: size, limit: limit) }
-        guard hasDescriptors else { return message }
+        _ = try message.checkedSize(maxBytes: limit)
+        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return message }
         var copy = message
         for (index, component) in message.components.enumerated() {
             guard case .descriptor(let fd) = component else { continue }
@@ -253,7 +244,7 @@ public final class SendPort: Sendable {
                 for made in copy.components[..<index] {
                     if case .descriptor(let fd) = made { Glibc.close(fd) }
                 }
-                throw PortError("dup", error)
+                throw error == .badFileDescriptor ? .invalidDescriptor(fd) : PortError("dup", error)
             }
         }
         return copy

@@ -49,9 +49,7 @@ enum WireMapping {
             }
         }
         if message.replyPort == nil, let payloads = bytesOnly(message.components) {
-            var size = 0
-            for payload in payloads { size += payload.count }
-            guard size <= limits.maxMessageBytes else { throw .messageTooLarge(size: size, limit: limits.maxMessageBytes) }
+            _ = try message.checkedSize(maxBytes: limits.maxMessageBytes)
             let length = WireCodec.bytesOnlyFrameLength(payloads)
             if length <= stackFrameLimit {
                 return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) {
@@ -113,9 +111,7 @@ enum WireMapping {
     static func frame(
         for message: Message, kind: WireKind, sequence: UInt64, limits: WireLimits
     ) throws(PortError) -> Outgoing {
-        var size = 0
-        for case .data(let bytes) in message.components { size += bytes.count }
-        guard size <= limits.maxMessageBytes else { throw .messageTooLarge(size: size, limit: limits.maxMessageBytes) }
+        _ = try message.checkedSize(maxBytes: limits.maxMessageBytes)
         var outgoing = Outgoing(bytes: [], descriptors: [], transient: [])
         var components: [WireComponent] = []
         components.reserveCapacity(message.components.count)

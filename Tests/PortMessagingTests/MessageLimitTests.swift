@@ -1,0 +1,85 @@
+import Glibc
+import PortKitTestSupport
+import Testing
+@testable import PortMessaging
+
+/// One way to reach an echoing receive port: each transport keeps the same limits and
+/// names a refusal with the same error.
+enum EchoRoute: String, CaseIterable, CustomTestStringConvertible {
+    case inProcess, socket, childSocket, childPipes
+
+    var testDescription: String { rawValue }
+    var carriesDescriptors: Bool { self != .childPipes }
+
+    /// A send port to an echoing port over this route, and what ends it.
+    func open() throws -> (port: SendPort, finish: @Sendable () -> Void) {
+        switch self {
+        case .inProcess, .socket:
+            let served = ServedPort { Message(id: $0.id, bytes: $0.bytes) }
+            let local = served.port.makeSendPort()
+            let port = self == .inProcess ? local : SendPort(adoptingSocket: try local.transferableEnd())
+            return (port, { port.invalidate(); served.stop() })
+        case .childSocket, .childPipes:
+            let child = try WorkerChild(channel: self == .childSocket ? .socket : .pipes)
+            return (child.worker, { child.finish() })
+        }
+    }
+}
+
+@Suite("Message limits, the same on every transport")
+struct MessageLimitTests {
+    /// After a refusal the port still answers.
+    private func expectStillWorks(_ port: SendPort, _ route: EchoRoute) throws {
+        let reply = try port.sendRequest(Message(id: WorkerOp.echo, text: "still here"), receiveTimeout: .seconds(60))
+        #expect(reply.text == "still here", "\(route)")
+    }
+
+    @Test(arguments: EchoRoute.allCases)
+    func tooManyComponentsIsRefusedAtTheSender(route: EchoRoute) throws {
+        let (port, finish) = try route.open()
+        defer { finish() }
+        let message = Message(id: WorkerOp.echo, components: Array(repeating: .data([1]), count: 2000))
+        #expect(throws: PortError.tooManyComponents(count: 2000, limit: Message.maxComponents)) {
+            try port.send(message, timeout: .seconds(10))
+        }
+        #expect(throws: PortError.tooManyComponents(count: 2000, limit: Message.maxComponents)) {
+            try port.sendRequest(message, receiveTimeout: .seconds(10))
+        }
+        // Exactly at the limit goes through.
+        let atLimit = Message(id: WorkerOp.echo, components: Array(repeating: .data([2]), count: Message.maxComponents))
+        try port.send(atLimit, timeout: .seconds(10))
+        try expectStillWorks(port, route)
+    }
+
+    @Test(arguments: EchoRoute.allCases.filter(\.carriesDescriptors))
+    func tooManyDescriptorsIsRefusedAtTheSender(route: EchoRoute) throws {
+        let (port, finish) = try route.open()
+        defer { finish() }
+        let before = FileDescriptor.openCount()
+        let message = Message(id: WorkerOp.echo, components: Array(repeating: .descriptor(STDERR_FILENO), count: 300))
+        #expect(throws: PortError.tooManyDescriptors(count: 300, limit: Message.maxDescriptors)) {
+            try port.send(message, timeout: .seconds(10))
+        }
+        // A reply port counts too.
+        var withReply = Message(id: WorkerOp.echo, components: Array(repeating: .descriptor(STDERR_FILENO), count: Message.maxDescriptors))
+        withReply.replyPort = port
+        #expect(throws: PortError.tooManyDescriptors(count: Message.maxDescriptors + 1, limit: Message.maxDescriptors)) {
+            try port.send(withReply, timeout: .seconds(10))
+        }
+        #expect(FileDescriptor.openCount() == before, "a refused message leaves no descriptor behind")
+        try expectStillWorks(port, route)
+    }
+
+    @Test(arguments: EchoRoute.allCases.filter(\.carriesDescriptors))
+    func aClosedDescriptorInAMessageIsNamedAndThePortStillWorks(route: EchoRoute) throws {
+        let (port, finish) = try route.open()
+        defer { finish() }
+        let pipe = try FileDescriptor.pipe()
+        try pipe.read.close()
+        let closed = pipe.read.rawValue
+        defer { try? pipe.write.close() }
+        let message = Message(id: WorkerOp.echo, components: [.data([1]), .descriptor(pipe.write.rawValue), .descriptor(closed)])
+        #expect(throws: PortError.invalidDescriptor(closed)) { try port.send(message, timeout: .seconds(10)) }
+        try expectStillWorks(port, route)
+    }
+}
