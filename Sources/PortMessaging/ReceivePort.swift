@@ -280,6 +280,7 @@ public final class ReceivePort: Sendable {
             state.connections[ObjectIdentifier(connection)] = connection
             return state.schedule
         }
+        connection.announceLimit(maxMessageBytes)
         // By identity, not by a weak reference (which would give the connection a side-table
         // count): the handler runs while the connection closes, so the identity is its own.
         let identity = ObjectIdentifier(connection)
@@ -304,7 +305,7 @@ public final class ReceivePort: Sendable {
         case .request:
             let reply = handler.body(message) ?? Message(id: message.id)
             connection.writeReply(reply, sequence: sequence, timeout: Self.replySendTimeout)
-        case .message, .reply, .adoptConnection:
+        case .message, .reply, .adoptConnection, .limits:
             _ = handler.body(message)
         }
     }

@@ -189,7 +189,7 @@ public final class SendPort: Sendable {
         _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection,
         deadline: () -> ContinuousClock.Instant?
     ) throws(PortError) -> Bool {
-        try WireMapping.withFrame(for: message, kind: kind, sequence: sequence, limits: connection.limits) {
+        try WireMapping.withFrame(for: message, kind: kind, sequence: sequence, limits: connection.outgoingLimits(for: message)) {
             (frame, descriptors) throws(PortError) -> Bool in
             try connection.write(frame, descriptors: descriptors, deadline: deadline)
         }

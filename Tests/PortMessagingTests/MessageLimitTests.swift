@@ -82,4 +82,25 @@ struct MessageLimitTests {
         #expect(throws: PortError.invalidDescriptor(closed)) { try port.send(message, timeout: .seconds(10)) }
         try expectStillWorks(port, route)
     }
+
+    /// A port with a smaller limit than its sender's tells it so when it takes the
+    /// connection: the sender refuses the larger message itself and keeps the connection.
+    @Test func theSenderLearnsTheReceiversLimitAndKeepsTheConnection() throws {
+        let limit = 1024 * 1024
+        let served = ServedPort(ReceivePort(maxMessageBytes: limit)) { Message(id: $0.id, bytes: $0.bytes) }
+        defer { served.stop() }
+        let port = SendPort(adoptingSocket: try served.port.makeSendPort().transferableEnd())
+        defer { port.invalidate() }
+        let tooBig = [UInt8](repeating: 3, count: 2 * limit)
+        #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: limit)) {
+            try port.send(Message(bytes: tooBig), timeout: .seconds(10))
+        }
+        #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: limit)) {
+            try port.sendRequest(Message(bytes: tooBig), receiveTimeout: .seconds(10))
+        }
+        #expect(port.isValid)
+        let atLimit = [UInt8](repeating: 4, count: limit)
+        #expect(try port.sendRequest(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
+        try expectStillWorks(port, .socket)
+    }
 }

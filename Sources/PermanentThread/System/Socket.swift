@@ -96,6 +96,14 @@ extension FileDescriptor {
         return (n, Int(count), truncated != 0)
     }
 
+    /// Copies up to `buffer.count` bytes from the head of the incoming data into `buffer`
+    /// without taking them (a later receive gets them again), never blocking.
+    ///
+    /// The corresponding C function is `recv` with `MSG_PEEK | MSG_DONTWAIT`.
+    package func peek(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno { Glibc.recv(rawValue, buffer.baseAddress, buffer.count, CInt(MSG_PEEK) | CInt(MSG_DONTWAIT)) }.get()
+    }
+
     /// Sets how long a waiting receive (`receive(into:descriptors:waiting:)` with `waiting`)
     /// waits for data before it gives up. The kernel rounds it up to whole clock ticks
     /// (1 to 4 ms on common kernels).

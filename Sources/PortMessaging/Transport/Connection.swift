@@ -66,6 +66,10 @@ final class Connection: Sendable {
     /// socket that refused). Set once, under `inbound`'s lock.
     private let waitingReads = Atomic<UInt8>(WaitingReads.unknown)
 
+    /// The largest message the peer's port accepts, as it announced (a `limits` frame);
+    /// 0 until then.
+    private let peerMaxMessageBytes = Atomic<Int>(0)
+
     /// The values of `waitingReads`.
     enum WaitingReads {
         static let unknown: UInt8 = 0
@@ -320,6 +324,59 @@ final class Connection: Sendable {
     /// How long the rest of a frame may take once its first byte is written.
     static let partialFrameGrace: Duration = .seconds(10)
 
+    // MARK: The peer's limit
+
+    /// Tells the peer the largest message this side's port accepts (a header-only `limits`
+    /// frame), so that it refuses larger ones itself, with `messageTooLarge`, instead of
+    /// sending them and losing the connection. Written when a port takes the connection,
+    /// so it is the first frame the peer reads from a fresh one.
+    func announceLimit(_ maxMessageBytes: Int) {
+        guard let frame = try? WireCodec.encode(WireMessage(kind: .limits, id: UInt32(clamping: maxMessageBytes), components: [])) else {
+            return
+        }
+        try? write(frame, descriptors: [], deadline: .now + ReceivePort.replySendTimeout)
+    }
+
+    /// The limits a message to the peer must keep: this side's, narrowed to the largest
+    /// message the peer's port announced. Until the announcement has been read, a message
+    /// of more than `announcementLookupBytes` first looks for it at the head of the
+    /// incoming stream, where a fresh connection's peer put it, without taking it.
+    func outgoingLimits(for message: Message) -> WireLimits {
+        var peer = peerMaxMessageBytes.load(ordering: .relaxed)
+        if peer == 0, case .socket(let fd) = medium, Self.bytesCount(message) > Self.announcementLookupBytes {
+            peer = withDescriptors { lookForAnnouncement(on: fd) } ?? 0
+        }
+        guard peer > 0, peer < limits.maxMessageBytes else { return limits }
+        var narrowed = WireLimits.transport(maxMessageBytes: peer)
+        narrowed.maxComponents = limits.maxComponents
+        narrowed.maxDescriptors = limits.maxDescriptors
+        return narrowed
+    }
+
+    /// Below this many bytes a message is sent without looking for the peer's
+    /// announcement: a port that accepts less refuses such a message on arrival (closing
+    /// the connection), as before it announced.
+    static let announcementLookupBytes = 64 * 1024
+
+    /// The peer's announced limit if its `limits` frame is the next thing to read (0 if not).
+    private func lookForAnnouncement(on fd: FileDescriptor) -> Int {
+        withUnsafeTemporaryAllocation(byteCount: WireLayout.headerSize, alignment: 8) { buffer -> Int in
+            guard let count = try? fd.peek(into: buffer), count == WireLayout.headerSize,
+                let header = try? WireHeader.parse(UnsafeRawBufferPointer(buffer), limits: limits), header.kind == .limits
+            else {
+                return peerMaxMessageBytes.load(ordering: .relaxed)
+            }
+            peerMaxMessageBytes.store(Int(header.id), ordering: .relaxed)
+            return Int(header.id)
+        }
+    }
+
+    private static func bytesCount(_ message: Message) -> Int {
+        var size = 0
+        for case .data(let bytes) in message.components { size += bytes.count }
+        return size
+    }
+
     // MARK: Reading
 
     /// What to do with each complete message read.
@@ -327,6 +384,8 @@ final class Connection: Sendable {
         case reply(UInt64, Message)
         case incoming(WireKind, UInt64, Message)
         case adopt(FileDescriptor)
+        /// The peer's port accepts messages of up to this many bytes.
+        case limits(Int)
     }
 
     /// The deliveries of one read: the first inline (a read usually brings one frame), the
@@ -543,6 +602,13 @@ final class Connection: Sendable {
             for fd in descriptors { Glibc.close(fd) }
             throw .malformed("adopt-connection frame without exactly one descriptor")
         }
+        if header.kind == .limits {
+            guard components.isEmpty, descriptors.isEmpty else {
+                for fd in descriptors { Glibc.close(fd) }
+                throw .malformed("a limits frame carries nothing but its header")
+            }
+            return .limits(Int(header.id))
+        }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         let message = Message(id: header.id, components: components, replyPort: replyPort)
         return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
@@ -567,6 +633,8 @@ final class Connection: Sendable {
             }
         case .adopt(let socket):
             if let port = life.withLock({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
+        case .limits(let bytes):
+            peerMaxMessageBytes.store(bytes, ordering: .relaxed)
         }
     }
 
@@ -716,6 +784,7 @@ final class Connection: Sendable {
             case .reply(let sequence, let message): complete(sequence, with: message)
             case .incoming(_, _, let message): discard(message)  // nothing receives here
             case .adopt(let socket): try? socket.close()
+            case .limits(let bytes): peerMaxMessageBytes.store(bytes, ordering: .relaxed)
             }
         }
         var waitFirst = mayWaitReading && prepareWaitingReads()

@@ -14,6 +14,10 @@ package enum WireKind: UInt8, Hashable, Sendable, CaseIterable {
     /// Transport control: the frame's only descriptor is a new connection for the
     /// receiving port to adopt (how a port travels on to a third party).
     case adoptConnection = 4
+    /// Transport control, header only: the largest message (bytes components together)
+    /// the sending side's port accepts, in the id field. A port writes it first when it
+    /// takes a connection, so its peer refuses larger messages before sending them.
+    case limits = 5
 }
 
 /// Per-frame flag bits. Version 1 defines none: every set bit is unknown and rejected
