@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes docs/PERFORMANCE.md from the benchmark's JSON lines (portkit-bench --json).
 
-    scripts/performance-page.py [RESULTS.jsonl] [OUTPUT.md]
+    scripts/performance-page.py [--check] [RESULTS.jsonl] [OUTPUT.md]
 
+With --check, writes nothing and fails if OUTPUT.md is not what the results make (CI).
 Defaults: Benchmarks/results/portkit-bench.jsonl and docs/PERFORMANCE.md. A file
 RESULTS.stderr.txt beside the results, if present, lists the cases a baseline could not
 be measured in. Standard library only.
@@ -70,8 +71,11 @@ def fmt(value):
 
 
 def main():
-    results = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "Benchmarks/results/portkit-bench.jsonl")
-    output = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "docs/PERFORMANCE.md")
+    arguments = sys.argv[1:]
+    check = "--check" in arguments
+    arguments = [a for a in arguments if a != "--check"]
+    results = arguments[0] if len(arguments) > 0 else os.path.join(ROOT, "Benchmarks/results/portkit-bench.jsonl")
+    output = arguments[1] if len(arguments) > 1 else os.path.join(ROOT, "docs/PERFORMANCE.md")
     rows = [json.loads(line) for line in open(results) if line.strip()]
     cases = {}
     for row in rows:
@@ -177,8 +181,16 @@ def main():
     w("  shows that floor grows with the victim's size, and a real program's death is seen")
     w("  after a millisecond or more, nearly all of it the kernel's. docs/NAMES.md says more.")
     w("")
+    page = "\n".join(out)
+    if check:
+        current = open(output).read() if os.path.exists(output) else ""
+        if current != page:
+            sys.exit(f"performance-page: {os.path.relpath(output, ROOT)} is not what {relative} makes; "
+                     "run scripts/performance-page.py")
+        print(f"performance-page: {os.path.relpath(output, ROOT)} is up to date")
+        return
     with open(output, "w") as f:
-        f.write("\n".join(out))
+        f.write(page)
     print(f"performance-page: wrote {os.path.relpath(output, ROOT)} ({len(cases)} cases)")
 
 

@@ -54,9 +54,14 @@ struct OperatorTests {
             ["-l", directory.address, "-E", "NOTIFY_SOCKET", ChildProcessPaths.portnamed, "--log-level", "debug"],
             environment: ["NOTIFY_SOCKET": notify.address, "PORTKIT_NAME_SERVER": "/nonexistent/elsewhere.sock"])
         defer { daemon.kill() }
-        // systemd-socket-activate starts the service at the first connection.
-        #expect(waitFor { FileManager.default.fileExists(atPath: directory.address) })
-        let client = try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
+        // systemd-socket-activate binds, then listens (a connect in between is refused),
+        // and starts the service at the first connection it accepts.
+        var connected: NameServerClient?
+        #expect(waitFor(.seconds(60)) {
+            connected = try? NameServerClient.connect(to: directory.address, timeout: .seconds(60))
+            return connected != nil
+        })
+        let client = try #require(connected, "systemd-socket-activate never listened at \(directory.address)")
         #expect(try daemon.readLine() == "listening on \(directory.address)")
         // It execs the service: the pid the client sees is the one started.
         #expect(client.serverPID == daemon.pid)
