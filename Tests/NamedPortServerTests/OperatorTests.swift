@@ -125,6 +125,31 @@ struct OperatorTests {
         #expect(waitFor { daemon.standardError().contains("name released: op.one") })
     }
 
+    @Test func aClientOverTheConnectionLimitIsRefusedLoggedAndCounted() throws {
+        let directory = TestDirectory()
+        let daemon = try startDaemon(directory.address, ["--max-connections", "1"])
+        defer { daemon.kill() }
+        let first = try NameServerClient.connect(to: directory.address)
+        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: directory.address, timeout: .seconds(30)) }
+        let line = "warning: client refused: pid \(getpid()) uid \(getuid()): limit reached: at most 1 connections"
+        #expect(waitFor { daemon.standardError().contains(line) })
+        let status = try first.status()
+        #expect(status.refusedConnections == 1 && status.connections == 1)
+    }
+
+    @Test func underTheJournalEachLineStartsWithItsPriority() throws {
+        let directory = TestDirectory()
+        let daemon = try SpawnedProcess.spawn(
+            ChildProcessPaths.portnamed, ["--address", directory.address, "--log-level", "debug"],
+            environment: ["JOURNAL_STREAM": "8:12345"])
+        defer { daemon.kill() }
+        #expect(try daemon.readLine() == "listening on \(directory.address)")
+        let client = try NameServerClient.connect(to: directory.address)
+        client.close()
+        #expect(waitFor { daemon.standardError().contains("<7>connection closed: pid \(getpid())") })
+        #expect(daemon.standardError().hasPrefix("<5>listening on \(directory.address)"))
+    }
+
     @Test(arguments: [
         ["--socket-mode", "999"], ["--socket-mode"], ["--log-level", "loud"], ["--max-names", "0"],
         ["--allow-uid", "someone"], ["--allow-uid", "1", "--allow-any-user"], ["--frobnicate"],
