@@ -4,11 +4,14 @@
     scripts/performance-page.py [--check] [RESULTS.jsonl] [OUTPUT.md]
 
 With --check, writes nothing and fails if OUTPUT.md is not what the results make (CI).
-Defaults: Benchmarks/results/portkit-bench.jsonl and docs/PERFORMANCE.md. A file
+Defaults: Benchmarks/results/portkit-bench.jsonl and docs/PERFORMANCE.md; the chart goes
+beside the page as performance-ratios.svg. A file
 RESULTS.stderr.txt beside the results, if present, lists the cases a baseline could not
 be measured in. Standard library only.
 """
+import html
 import json
+import math
 import os
 import sys
 
@@ -68,6 +71,52 @@ def fmt(value):
     if value >= 10:
         return f"{value:.1f}"
     return f"{value:.2f}"
+
+
+def advantage(portkit, baseline, unit):
+    """How many times better PortKit does than the baseline: above 1 is better."""
+    return portkit / baseline if rate(unit) else baseline / portkit
+
+
+def chart_svg(cases):
+    """A horizontal bar per case and baseline, on a log scale centred on 1x."""
+    bars = []
+    for name, impls in cases.items():
+        portkit = next((r for r in impls if r["impl"] == "portkit"), None)
+        if portkit is None:
+            continue
+        for r in impls:
+            if r is not portkit and r["median"] > 0 and portkit["median"] > 0:
+                bars.append((f"{name} / {r['impl']}", advantage(portkit["median"], r["median"], r["unit"])))
+    low, high = math.log10(1 / 64), math.log10(64)
+    label_width, plot_width, row, top = 290, 420, 16, 34
+    height = top + row * len(bars) + 30
+    width = label_width + plot_width + 60
+
+    def x(value):
+        clamped = min(max(math.log10(value), low), high)
+        return label_width + (clamped - low) / (high - low) * plot_width
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{label_width}" y="14">How many times better PortKit does than each baseline '
+           f'(log scale; right of 1x is better)</text>']
+    for tick in (1 / 64, 1 / 8, 1, 8, 64):
+        tx = x(tick)
+        text = f"{tick:g}x" if tick >= 1 else f"1/{1 / tick:g}x"
+        out.append(f'<line x1="{tx:.1f}" y1="{top - 6}" x2="{tx:.1f}" y2="{height - 24}" '
+                   f'stroke="{"#444" if tick == 1 else "#ddd"}"/>')
+        out.append(f'<text x="{tx:.1f}" y="{height - 10}" text-anchor="middle">{text}</text>')
+    for index, (label, value) in enumerate(bars):
+        y = top + index * row
+        x0, x1 = sorted((x(1), x(value)))
+        colour = "#2e7d32" if value >= 1 else "#c62828"
+        out.append(f'<text x="{label_width - 6}" y="{y + 11}" text-anchor="end">{html.escape(label)}</text>')
+        out.append(f'<rect x="{x0:.1f}" y="{y + 2}" width="{max(x1 - x0, 1):.1f}" height="{row - 5}" fill="{colour}"/>')
+        out.append(f'<text x="{max(x(value), x(1)) + 4:.1f}" y="{y + 11}">{value:.2f}x</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 def main():
@@ -138,6 +187,11 @@ def main():
                   if r["impl"] != "portkit" and r["median"] > 0]
         w(f"| `{name}` | {portkit['unit']} | {fmt(portkit['median'])} | {', '.join(ratios) or '—'} |")
     w("")
+    w("![How many times better PortKit does than each baseline](performance-ratios.svg)")
+    w("")
+    w("The chart turns each ratio into PortKit's advantage, so right of 1x is better for every")
+    w("unit: a baseline's time divided by PortKit's, or PortKit's rate divided by the baseline's.")
+    w("")
 
     families = [("The run loop and the permanent thread", ("loop.", "execute.", "thread.")),
                 ("Ports", ("port.",)), ("Named ports", ("names.",))]
@@ -182,15 +236,20 @@ def main():
     w("  after a millisecond or more, nearly all of it the kernel's. docs/NAMES.md says more.")
     w("")
     page = "\n".join(out)
+    svg_path = os.path.join(os.path.dirname(output), "performance-ratios.svg")
+    svg = chart_svg(cases)
     if check:
         current = open(output).read() if os.path.exists(output) else ""
-        if current != page:
+        current_svg = open(svg_path).read() if os.path.exists(svg_path) else ""
+        if current != page or current_svg != svg:
             sys.exit(f"performance-page: {os.path.relpath(output, ROOT)} is not what {relative} makes; "
                      "run scripts/performance-page.py")
         print(f"performance-page: {os.path.relpath(output, ROOT)} is up to date")
         return
     with open(output, "w") as f:
         f.write(page)
+    with open(svg_path, "w") as f:
+        f.write(svg)
     print(f"performance-page: wrote {os.path.relpath(output, ROOT)} ({len(cases)} cases)")
 
 
