@@ -1,4 +1,5 @@
 import Foundation
+import NamedPortServer
 import Testing
 
 /// The manual pages, the completions and the commands' own help name the same verbs and
@@ -64,6 +65,13 @@ struct OperatorDocsTests {
             #expect(flags(bash).contains(flag), "portname.bash lacks \(flag)")
             #expect(flags(zsh).contains(flag), "_portname lacks \(flag)")
         }
+    }
+
+    @Test func theManualPagesCarryTheCommandsVersion() throws {
+        let version = NamedPortServerModule.version
+        #expect(try text("docs/man/portname.1").contains("\"PortKit \(version)\""))
+        #expect(try text("docs/man/portnamed.8").contains("\"PortKit \(version)\""))
+        #expect(try text("CHANGELOG.md").contains("(\(version))"))
     }
 
     @Test func theUnitsPointAtTheManualPageAndAskForReadiness() throws {
