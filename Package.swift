@@ -47,7 +47,7 @@ let package = Package(
             swiftSettings: strict),
 
         // The name server daemon and its command-line client.
-        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer"], swiftSettings: strict),
+        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer", "CPortKitSystem"], swiftSettings: strict),
         .executableTarget(name: "portname", dependencies: ["NamedPortServer"], swiftSettings: strict),
         // A named-port server and its client, as two programs.
         .executableTarget(

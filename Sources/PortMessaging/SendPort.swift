@@ -102,6 +102,7 @@ public final class SendPort: Sendable {
     /// Sends a request and waits for its reply (CFMessagePortSendRequest): the receiving
     /// port's handler returns the reply.
     /// - Parameters:
+    ///   - message: the request to send.
     ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
     ///   - receiveTimeout: how long to wait for the reply once sent; `nil` as long as it takes.
     /// - Throws: `.sendTimedOut` (not sent), `.receiveTimedOut` (sent, no reply in time),

@@ -1,63 +1,79 @@
-// portnamed: the PortKit name server as a daemon. Runs in the foreground, prints
-// "listening on PATH" once it accepts connections, and stops cleanly (removing its
-// socket file) on SIGTERM or SIGINT.
-//
-//   portnamed [--address PATH]
-//
-// The address is PATH, else $PORTKIT_NAME_SERVER, else the per-user default
-// ($XDG_RUNTIME_DIR/portkit/names.sock or /tmp/portkit-UID/names.sock). Under systemd
-// socket activation (LISTEN_PID/LISTEN_FDS) it serves the socket it is given instead.
-// Exit status: 0 after a clean stop, 1 when it cannot start (2 for usage errors).
+// portnamed: the PortKit name server as a daemon (docs/man/portnamed.8). Runs in the
+// foreground, prints "listening on PATH" once it accepts connections, notifies systemd
+// when asked ($NOTIFY_SOCKET), logs one line per event to stderr, and stops cleanly
+// (removing its socket and lock file) on SIGTERM or SIGINT; SIGHUP is logged and ignored.
+// Exit status: 0 after a clean stop, 1 when it cannot start, 2 for usage errors.
 import Glibc
 import NamedPortServer
 
-let usage = "usage: portnamed [--address PATH]"
-
-func fail(_ message: String, status: Int32) -> Never {
-    let line = "portnamed: \(message)\n"
-    _ = line.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
-    exit(status)
+let options: DaemonOptions
+do {
+    options = try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    DaemonLog(level: .warning).failure("\(error.message)\n\(DaemonOptions.usage)")
+    exit(2)
+}
+if options.showHelp {
+    print(DaemonOptions.usage)
+    exit(0)
+}
+if options.showVersion {
+    print("portnamed \(NamedPortServerModule.version)")
+    exit(0)
 }
 
-var address: String?
-var arguments = Array(CommandLine.arguments.dropFirst())
-while !arguments.isEmpty {
-    let argument = arguments.removeFirst()
-    switch argument {
-    case "--address":
-        guard !arguments.isEmpty else { fail("--address needs a path\n\(usage)", status: 2) }
-        address = arguments.removeFirst()
-    case "-h", "--help":
-        print(usage)
-        exit(0)
-    default:
-        fail("unexpected argument '\(argument)'\n\(usage)", status: 2)
-    }
-}
+let log = DaemonLog(level: options.logLevel)
+let notifier = ServiceNotifier()
 
-// SIGTERM and SIGINT are taken by sigwait below, on this thread: block them before any
-// other thread exists, so that every thread inherits the mask.
-var stopSignals = sigset_t()
-sigemptyset(&stopSignals)
-sigaddset(&stopSignals, SIGTERM)
-sigaddset(&stopSignals, SIGINT)
-pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+// Before the server's thread exists, so that every thread inherits the blocked mask and
+// the signals reach only the signalfd.
+let signals: SignalSource
+do {
+    signals = try SignalSource([SIGTERM, SIGINT, SIGHUP])
+} catch {
+    log.failure("cannot take signals (signalfd: \(Errno(rawValue: error.errno)))")
+    exit(1)
+}
 
 let server: NameServer
 do {
+    let events: NameServerEventHandler = { event in log.event(event) }
     if let activated = NameServer.socketFromActivation() {
-        server = try NameServer.start(adoptingListeningSocket: activated)
+        server = try NameServer.start(adoptingListeningSocket: activated, policy: options.policy, events: events)
     } else {
-        server = try NameServer.start(at: address)
+        server = try NameServer.start(at: options.address, policy: options.policy, events: events)
     }
 } catch {
-    fail("\(error)", status: 1)
+    log.failure("\(error)")
+    exit(1)
 }
 
 print("listening on \(server.address)")
 fflush(nil)
+log.line(.notice, "listening on \(server.address) (pid \(getpid()))")
+if let failure = notifier.ready(status: "listening on \(server.address)") {
+    log.line(.warning, "cannot notify the service manager: \(Errno(rawValue: failure))")
+}
 
-var received: CInt = 0
-sigwait(&stopSignals, &received)
+// The main thread runs a loop whose one source is the signalfd.
+let loop = ThreadLoop.current
+do {
+    try signals.schedule(on: loop) { signal in
+        switch signal {
+        case SIGHUP:
+            log.line(.notice, "SIGHUP received: nothing to reload (the policy is set at start; restart to change it)")
+        default:
+            log.line(.notice, "\(signal == SIGINT ? "SIGINT" : "SIGTERM") received: stopping")
+            notifier.stopping()
+            loop.stop()
+        }
+    }
+} catch {
+    log.failure("cannot watch for signals: \(error)")
+    exit(1)
+}
+// Only the SIGTERM/SIGINT handler stops this loop; its source keeps every run going.
+while (try? loop.run(mode: .default, until: nil)) != .stopped {}
 server.stop()
+log.line(.info, "stopped")
 exit(0)

@@ -71,28 +71,29 @@ struct CrossProcessNameTests {
         let server = try startServer(directory)
         defer { server.kill() }
         let portname = ChildProcessPaths.portname
+        let uid = getuid()
         let watcher = try SpawnedProcess.spawn(portname, ["--address", directory.address, "watch", "w."])
         defer { watcher.kill() }
         #expect(try waitFor { try counts(server).contains("watches=1") })
 
         let first = try startOwner(directory.address, "w.a")
-        #expect(try watcher.readLine() == "+ w.a \(first.pid)")
+        #expect(try watcher.readLine() == "+ w.a \(first.pid) \(uid)")
         first.signal(SIGKILL)
-        #expect(try watcher.readLine() == "- w.a \(first.pid)")
+        #expect(try watcher.readLine() == "- w.a \(first.pid) \(uid)")
         let second = try startOwner(directory.address, "w.a")
         defer { second.kill() }
-        #expect(try watcher.readLine() == "+ w.a \(second.pid)")
+        #expect(try watcher.readLine() == "+ w.a \(second.pid) \(uid)")
         let other = try startOwner(directory.address, "x.b")
         defer { other.kill() }
 
         // A watch started now gets the current owner first.
         let late = try SpawnedProcess.spawn(portname, ["--address", directory.address, "watch"])
         defer { late.kill() }
-        #expect(try late.readLine() == "+ w.a \(second.pid)")
-        #expect(try late.readLine() == "+ x.b \(other.pid)")
+        #expect(try late.readLine() == "+ w.a \(second.pid) \(uid)")
+        #expect(try late.readLine() == "+ x.b \(other.pid) \(uid)")
         second.signal(SIGKILL)
-        #expect(try watcher.readLine() == "- w.a \(second.pid)")
-        #expect(try late.readLine() == "- w.a \(second.pid)")
+        #expect(try watcher.readLine() == "- w.a \(second.pid) \(uid)")
+        #expect(try late.readLine() == "- w.a \(second.pid) \(uid)")
     }
 
     /// Watches started while one client registers and releases names as fast as it can:

@@ -1,10 +1,12 @@
 // The few Linux headers and GNU functions the Swift Glibc module does not expose.
-// Only the System and Poller layers (and tests) use this module.
+// Only the System and Poller layers (and tests) use this module, and portnamed, which
+// takes its signals through a signalfd.
 #ifndef CPORTKIT_SYSTEM_H
 #define CPORTKIT_SYSTEM_H
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/types.h>

@@ -27,7 +27,7 @@ public final class NameServerClient: Sendable {
     public let serverPID: Int32
     /// How long a call waits for the server's answer (beyond a wait it asked for).
     public let timeout: Duration
-    private let connection: ClientConnection
+    let connection: ClientConnection
     /// The protocol version the server speaks (from 2 on it takes offer channels).
     private let serverVersion: UInt64
 

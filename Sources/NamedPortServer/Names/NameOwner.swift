@@ -33,11 +33,12 @@ public enum NameEvent: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// `+ NAME PID` or `- NAME PID`, the line `portname watch` prints.
+    /// `+ NAME PID UID` or `- NAME PID UID`, the line `portname watch` prints: the fields
+    /// of a `list` line, in its order, after the sign.
     public var description: String {
         switch self {
-        case .appeared(let owner): return "+ \(owner.name) \(owner.pid)"
-        case .vanished(let owner): return "- \(owner.name) \(owner.pid)"
+        case .appeared(let owner): return "+ \(owner.name) \(owner.pid) \(owner.uid)"
+        case .vanished(let owner): return "- \(owner.name) \(owner.pid) \(owner.uid)"
         }
     }
 }

@@ -1,9 +1,10 @@
 /// What makes a port name acceptable, in one place for the registry, the server and
 /// the client.
 ///
-/// A name is 1 to 255 bytes of UTF-8 with no control character and no `/`. Names are
-/// compared byte for byte; `"db"` and `"DB"` are two names. A watch prefix follows the
-/// same rules, except that it may be empty (every name).
+/// A name is 1 to 255 bytes of UTF-8 with no whitespace, no control character and no
+/// `/`, so a name is one word on any line that prints it (`portname list` and `watch`
+/// split on blanks). Names are compared byte for byte; `"db"` and `"DB"` are two names.
+/// A watch prefix follows the same rules, except that it may be empty (every name).
 public enum NameRules {
     /// The longest name, in UTF-8 bytes.
     public static let maxNameBytes = 255
@@ -25,9 +26,19 @@ public enum NameRules {
         let utf8 = name.utf8
         if utf8.isEmpty { return allowEmpty ? nil : .empty }
         if utf8.count > maxNameBytes { return .tooLong(bytes: utf8.count) }
+        // ASCII decides most names without looking at Unicode properties.
+        var onlyASCII = true
         for byte in utf8 {
             if byte < 0x20 || byte == 0x7F { return .controlCharacter }
+            if byte == UInt8(ascii: " ") { return .whitespace }
             if byte == UInt8(ascii: "/") { return .slash }
+            if byte >= 0x80 { onlyASCII = false }
+        }
+        if onlyASCII { return nil }
+        for scalar in name.unicodeScalars where scalar.value >= 0x80 {
+            // C1 controls (U+0080–U+009F) before whitespace: U+0085 is both.
+            if scalar.value <= 0x9F { return .controlCharacter }
+            if scalar.properties.isWhitespace { return .whitespace }
         }
         return nil
     }
@@ -41,11 +52,13 @@ public enum NameRules {
         return .success(name)
     }
 
-    /// The name with control characters shown as `\u{…}`, for messages.
+    /// The name with control characters and whitespace other than a space shown as
+    /// `\u{…}`, for messages.
     static func printable(_ name: String) -> String {
         var result = ""
         for scalar in name.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+                || (scalar.value != 0x20 && scalar.properties.isWhitespace) {
                 result += "\\u{\(String(scalar.value, radix: 16))}"
             } else {
                 result.unicodeScalars.append(scalar)

@@ -37,8 +37,11 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
         case empty
         /// The name's UTF-8 form is longer than `NameRules.maxNameBytes`.
         case tooLong(bytes: Int)
-        /// The name holds a control character (U+0000–U+001F or U+007F).
+        /// The name holds a control character (U+0000–U+001F, U+007F–U+009F).
         case controlCharacter
+        /// The name holds whitespace (a space, a no-break space, any Unicode white space),
+        /// which would make it two words on a line.
+        case whitespace
         /// The name holds a `/`.
         case slash
         /// The bytes that arrived for the name are not UTF-8 (only from the wire).
@@ -50,6 +53,7 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             case .empty: return "empty"
             case .tooLong(let bytes): return "\(bytes) bytes, the limit is \(NameRules.maxNameBytes)"
             case .controlCharacter: return "contains a control character"
+            case .whitespace: return "contains whitespace"
             case .slash: return "contains '/'"
             case .notUTF8: return "not UTF-8"
             }
@@ -70,8 +74,7 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
         case .invalidName(let name, let reason):
             return "invalid name '\(NameRules.printable(name))': \(reason)"
         case .serverUnavailable(let address, let reason):
-            return "no name server at \(address) (\(reason)); start one with `portnamed --address \(address)`, "
-                + "or in-process with `NameServer.start(at:)`"
+            return "no name server at \(address) (\(reason)); start one with 'portnamed --address \(address)'"
         case .notOwner(let name, let pid):
             return "name '\(name)' belongs to process \(pid); only its owner can release it"
         case .limitExceeded(let what, let limit):

@@ -33,6 +33,9 @@ package enum NameOperation: UInt32, Sendable {
     case watch = 7
     /// [watch id] → ok []
     case unwatch = 8
+    /// [] → ok [pid, uptime ms, connections, names, watches, waiting lookups, refused
+    /// connections, refused requests] (NameServerStatus.swift)
+    case status = 9
 }
 
 /// What the server tells a client unasked: the id of a `.message` frame.
@@ -174,6 +177,7 @@ enum NameReply {
             case .controlCharacter: (2, 0)
             case .slash: (3, 0)
             case .notUTF8: (4, 0)
+            case .whitespace: (5, 0)
             }
             return (.invalidName, [.bytes(Array(name.utf8.prefix(NameRules.maxNameBytes + 1))), F.integer(code), F.integer(bytes)])
         case .notOwner(let name, let pid): return (.notOwner, [F.string(name), F.integer(pid)])
@@ -204,6 +208,7 @@ enum NameReply {
                 case 1: .tooLong(bytes: bytes)
                 case 2: .controlCharacter
                 case 3: .slash
+                case 5: .whitespace
                 default: .notUTF8
                 }
                 return .invalidName(name: name, reason: reason)

@@ -31,7 +31,7 @@ public final class NameServer: Sendable {
     private let core: NameServerCore
     private let stopped = Locked(false)
 
-    private init(listener: ServerListener, policy: NameServerPolicy) throws(NameServerError) {
+    private init(listener: ServerListener, policy: NameServerPolicy, events: NameServerEventHandler?) throws(NameServerError) {
         let thread = PermanentThread(name: "portkit.names")
         let loop: ThreadLoop
         do {
@@ -41,7 +41,7 @@ public final class NameServer: Sendable {
             listener.close()
             throw .system(operation: "start the name server's thread: \(error)", errno: EAGAIN)
         }
-        let core = NameServerCore(loop: loop, listener: listener, policy: policy)
+        let core = NameServerCore(loop: loop, listener: listener, policy: policy, events: events)
         do {
             try core.start()
         } catch {
@@ -64,24 +64,33 @@ public final class NameServer: Sendable {
     /// Makes the socket's directory (mode `0700`) if needed. A socket file left by a
     /// crashed server is replaced; a live server at the address is never displaced.
     /// Returns once the server accepts connections.
+    /// - Parameters:
+    ///   - address: the socket path; `nil` for `NameServerAddress.default`.
+    ///   - policy: who may use the server and the limits.
+    ///   - events: called on the server's thread with each `NameServerEvent`; `nil` for none.
     /// - Throws: `addressInUse` when a live server listens there, `permissionDenied` when
     ///   the default directory is not private to this user, `system` for other failures.
     public static func start(
-        at address: String? = nil, policy: NameServerPolicy = NameServerPolicy()
+        at address: String? = nil, policy: NameServerPolicy = NameServerPolicy(), events: NameServerEventHandler? = nil
     ) throws(NameServerError) -> NameServer {
         let listener = try ServerListener.bind(at: NameServerAddress.resolve(address), policy: policy)
-        return try NameServer(listener: listener, policy: policy)
+        return try NameServer(listener: listener, policy: policy, events: events)
     }
 
     /// Starts a name server on a listening socket made by someone else, such as systemd
     /// socket activation. The server owns the descriptor from then on; it does not remove
     /// the socket file when it stops (its maker does).
+    /// - Parameters:
+    ///   - descriptor: the listening socket.
+    ///   - policy: who may use the server and the limits (its socket mode is its maker's).
+    ///   - events: called on the server's thread with each `NameServerEvent`; `nil` for none.
     /// - Throws: `system(EINVAL)` if `descriptor` is not a listening Unix stream socket.
     public static func start(
-        adoptingListeningSocket descriptor: CInt, policy: NameServerPolicy = NameServerPolicy()
+        adoptingListeningSocket descriptor: CInt, policy: NameServerPolicy = NameServerPolicy(),
+        events: NameServerEventHandler? = nil
     ) throws(NameServerError) -> NameServer {
         let listener = try ServerListener.adopt(descriptor)
-        return try NameServer(listener: listener, policy: policy)
+        return try NameServer(listener: listener, policy: policy, events: events)
     }
 
     /// The process's own name server at `address` (the default address if `nil`): started
@@ -103,7 +112,9 @@ public final class NameServer: Sendable {
 
     /// The listening socket systemd passed this process (socket activation), if it did:
     /// descriptor 3 when `LISTEN_PID` is this process and `LISTEN_FDS` is at least 1.
-    /// Clears `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` so children do not see them.
+    /// Every passed descriptor is made close-on-exec (systemd hands them over without),
+    /// and `LISTEN_PID`, `LISTEN_FDS` and `LISTEN_FDNAMES` are cleared, so children see
+    /// neither.
     public static func socketFromActivation() -> CInt? {
         defer {
             unsetenv("LISTEN_PID")
@@ -114,6 +125,10 @@ public final class NameServer: Sendable {
               let pid = Int32(String(cString: pidText)), pid == getpid(),
               let count = Int(String(cString: countText)), count >= 1 else {
             return nil
+        }
+        for descriptor in 3..<(3 + CInt(clamping: min(count, 1024))) {
+            let flags = fcntl(descriptor, F_GETFD)
+            if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
         }
         return 3  // SD_LISTEN_FDS_START
     }

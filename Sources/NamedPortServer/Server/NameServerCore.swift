@@ -33,11 +33,14 @@ final class NameServerCore: @unchecked Sendable {
     /// Connections to close at the end of the current callback.
     private var doomed: [ServerConnection] = []
     private var isShutDown = false
+    /// Refusal counters and the event handler (NameServerStatus.swift).
+    private var statistics: ServerStatistics
 
-    init(loop: ThreadLoop, listener: ServerListener, policy: NameServerPolicy) {
+    init(loop: ThreadLoop, listener: ServerListener, policy: NameServerPolicy, events: NameServerEventHandler? = nil) {
         self.loop = loop
         self.listener = listener
         self.policy = policy
+        self.statistics = ServerStatistics(events: events)
     }
 
     // MARK: Life
@@ -104,15 +107,22 @@ final class NameServerCore: @unchecked Sendable {
                 break
             }
             guard let socket = accepted else { break }
-            guard connections.count < policy.maxConnections,
-                  let credentials = try? socket.peerCredentials() else {
+            guard let credentials = try? socket.peerCredentials() else {
                 try? socket.close()
+                continue
+            }
+            guard connections.count < policy.maxConnections else {
+                try? socket.close()
+                statistics.refusedConnection(
+                    pid: credentials.pid, uid: UInt32(credentials.uid),
+                    reason: "limit reached: at most \(policy.maxConnections) connections")
                 continue
             }
             let connection = ServerConnection(
                 id: nextConnectionID, socket: socket, pid: credentials.pid, uid: UInt32(credentials.uid))
             nextConnectionID += 1
             connections[connection.id] = connection
+            statistics.report(.connectionOpened(pid: connection.pid, uid: connection.uid))
             watch(connection, writable: false)
         }
         settle()
@@ -311,6 +321,9 @@ final class NameServerCore: @unchecked Sendable {
             connection.watches[watchID] = nil
             watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
             return .reply([])
+
+        case .status:
+            return .reply(statistics.fields(counts))
         }
     }
 
@@ -436,6 +449,7 @@ final class NameServerCore: @unchecked Sendable {
     // MARK: Watches
 
     private func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
+        statistics.report(notice == .appeared ? .nameRegistered(owner) : .nameReleased(owner))
         for (key, filter) in watchers where filter.matches(owner.name) {
             guard let connection = connections[key.connectionID], !connection.isDoomed else { continue }
             let event = WireMessage(
@@ -458,6 +472,7 @@ final class NameServerCore: @unchecked Sendable {
                 then()
             }
         case .failure(let error):
+            statistics.refused(error, pid: connection.pid, uid: connection.uid)
             let (status, components) = NameReply.encode(error)
             send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
         }
@@ -504,6 +519,11 @@ final class NameServerCore: @unchecked Sendable {
         connection.isDoomed = true
         connection.doomReason = reason
         doomed.append(connection)
+        if case .refused(let why) = reason {
+            statistics.refusedConnection(pid: connection.pid, uid: connection.uid, reason: why)
+        } else {
+            statistics.report(.connectionClosed(pid: connection.pid, uid: connection.uid))
+        }
     }
 
     /// The end of every callback: release what must go (queuing `vanished` for its

@@ -1,0 +1,59 @@
+import NamedPortServer
+
+/// The arguments after the verb, with its options taken out.
+struct Options {
+    var positional: [String] = []
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    /// Splits `arguments`; `valued` options take the next argument, `flags` take none.
+    /// `--help` and `-h` are flags of every verb.
+    init(_ arguments: [String], verb: Verb, valued: Set<String> = [], flags known: Set<String> = []) throws(Exit) {
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            if valued.contains(argument) {
+                guard let value = rest.popFirst() else { throw .usage("\(argument) needs a value", verb: verb) }
+                values[argument] = value
+            } else if known.contains(argument) || argument == "--help" || argument == "-h" {
+                flags.insert(argument == "-h" ? "--help" : argument)
+            } else if argument == "--" {
+                positional += rest
+                break
+            } else if argument.hasPrefix("--") {
+                throw .usage("unknown option '\(argument)'", verb: verb)
+            } else {
+                positional.append(argument)
+            }
+        }
+    }
+
+    var wantsHelp: Bool { flags.contains("--help") }
+    var wantsJSON: Bool { flags.contains("--json") }
+
+    func seconds(_ option: String, verb: Verb) throws(Exit) -> Duration? {
+        guard let text = values[option] else { return nil }
+        guard let value = Double(text), value >= 0, value.isFinite else {
+            throw .usage("\(option) needs a number of seconds, not '\(text)'", verb: verb)
+        }
+        return .milliseconds(Int64((value * 1000).rounded()))
+    }
+}
+
+/// The name, checked before any connection is made (an invalid one is a usage error).
+func validName(_ name: String) throws(Exit) -> String {
+    do {
+        try NameRules.validate(name)
+    } catch {
+        throw Exit(error)
+    }
+    return name
+}
+
+/// Connects to the server at `address` (the default address if `nil`).
+func connect(_ address: String?) throws(Exit) -> NameServerClient {
+    do {
+        return try NameServerClient.connect(to: address, timeout: .seconds(10))
+    } catch {
+        throw Exit(error)
+    }
+}

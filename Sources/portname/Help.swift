@@ -1,0 +1,112 @@
+import NamedPortServer
+
+/// The commands `portname` runs.
+enum Verb: String, CaseIterable {
+    case list, lookup, watch, status, serve, send
+
+    /// The verb's synopsis line (after `portname [--address PATH]`).
+    var synopsis: String {
+        switch self {
+        case .list: return "list [--json]"
+        case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
+        case .watch: return "watch [PREFIX] [--json]"
+        case .status: return "status [--json]"
+        case .serve: return "serve NAME [--echo]"
+        case .send: return "send NAME [--id N] [--timeout SECONDS] [TEXT]"
+        }
+    }
+
+    /// What `portname VERB --help` says below the synopsis.
+    var details: String {
+        switch self {
+        case .list:
+            return """
+                Prints every registered name with its owner, sorted by name, one per line:
+                NAME<TAB>PID<TAB>UID. With --json, one object per line:
+                {"name": NAME, "pid": PID, "uid": UID}.
+                Exit status: 0; 5 no server.
+                """
+        case .lookup:
+            return """
+                Prints the pid of the process that holds NAME. With --wait, waits up to SECONDS
+                for NAME to be registered. With --json: {"name": NAME, "pid": PID, "uid": UID}.
+                Exit status: 0 found; 1 not found (also after the wait); 2 invalid name; 5 no server.
+                """
+        case .watch:
+            return """
+                Prints the names starting with PREFIX (every name without one) that are held
+                now, then each change as it happens, one line each, flushed at once:
+                "+ NAME PID UID" (registered) or "- NAME PID UID" (released, or its owner died).
+                With --json, one object per line:
+                {"event": "appeared"|"vanished", "name": NAME, "pid": PID, "uid": UID, "initial": true|false}
+                ("initial" marks the names held when the watch began).
+                Runs until interrupted. Exit status: 2 invalid prefix; 5 no server, or it went away.
+                """
+        case .status:
+            return """
+                Prints what the server holds and has refused since it started, one
+                "key: value" line each: address, pid, uptime (seconds), connections, names,
+                watches, waiting_lookups, refused_connections, refused_requests. With --json,
+                one object with the same keys.
+                Exit status: 0; 1 refused; 5 no server.
+                """
+        case .serve:
+            return """
+                Registers NAME and answers every request sent to it (empty replies, or the
+                request's bytes with --echo). Prints "serving NAME" once registered, then runs
+                until killed; the name is released when it exits.
+                Exit status: 1 name taken; 2 invalid name; 5 no server.
+                """
+        case .send:
+            return """
+                Sends TEXT (empty without it) as a request with id N (default 0) to the port
+                registered as NAME and prints the reply's bytes as text. --timeout bounds the
+                send and the wait for the reply (default 10 seconds).
+                Exit status: 0; 1 not found; 2 invalid name; 3 timed out; 4 the owner died; 5 no server.
+                """
+        }
+    }
+}
+
+/// The help texts.
+enum Help {
+    /// The usage line of one verb, or of every verb.
+    static func synopsis(_ verb: Verb?) -> String {
+        let verbs = verb.map { [$0] } ?? Verb.allCases
+        return verbs.enumerated().map { index, verb in
+            (index == 0 ? "usage: " : "       ") + "portname [--address PATH] \(verb.synopsis)"
+        }.joined(separator: "\n")
+    }
+
+    /// How the address is found and what the exit statuses mean, for every help text.
+    static let common = """
+        Address: --address PATH, else $PORTKIT_NAME_SERVER, else
+        $XDG_RUNTIME_DIR/portkit/names.sock, else /tmp/portkit-UID/names.sock
+        (UID: your user id). This is where portnamed listens by default.
+
+        Exit status: 0 success; 1 not found, or refused (name taken, permission denied);
+        2 usage error (an invalid name included); 3 timed out; 4 the peer died;
+        5 no name server answers at the address.
+        """
+
+    /// `portname --help`.
+    static var general: String {
+        """
+        \(synopsis(nil))
+               portname --help | --version | VERB --help
+
+        Lists, looks up and watches the names a PortKit name server holds, and serves or
+        sends to a named port. Names are 1 to 255 bytes of UTF-8 without whitespace,
+        control characters or '/'.
+
+        \(common)
+        """
+    }
+
+    /// `portname VERB --help`.
+    static func verb(_ verb: Verb) -> String {
+        "\(synopsis(verb))\n\n\(verb.details)\n\n\(common)"
+    }
+
+    static var version: String { "portname \(NamedPortServerModule.version)" }
+}

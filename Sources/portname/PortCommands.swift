@@ -1,0 +1,59 @@
+import NamedPortServer
+
+/// `serve` and `send`: a named port from the shell, and a request to one.
+enum PortCommands {
+    static func serve(_ options: Options, address: String?) throws(Exit) {
+        guard options.positional.count == 1 else { throw .usage("serve takes one NAME", verb: .serve) }
+        let name = try validName(options.positional[0])
+        let echo = options.flags.contains("--echo")
+        let client = try connect(address)
+        let loop = ThreadLoop.current
+        let port = ReceivePort()
+        do {
+            try port.schedule(on: loop) { request in
+                Message(id: request.id, components: [.data(echo ? request.bytes : [])], replyPort: nil)
+            }
+        } catch {
+            throw Exit(status: 1, message: "cannot receive requests: \(error)")
+        }
+        do {
+            try client.register(name, port: port)
+        } catch {
+            throw Exit(error)
+        }
+        say("serving \(name)")
+        // Nothing signals this source: it keeps the run going whatever the port does.
+        try? loop.add(LoopSource(perform: {}), forMode: .default)
+        withExtendedLifetime(client) {
+            while true { _ = try? loop.run() }
+        }
+    }
+
+    static func send(_ options: Options, address: String?) throws(Exit) {
+        guard (1...2).contains(options.positional.count) else {
+            throw .usage("send takes NAME and at most one TEXT", verb: .send)
+        }
+        let id = try options.values["--id"].map { (text) throws(Exit) -> UInt32 in
+            guard let id = UInt32(text) else { throw .usage("--id needs a number from 0 to \(UInt32.max)", verb: .send) }
+            return id
+        } ?? 0
+        let timeout = try options.seconds("--timeout", verb: .send) ?? .seconds(10)
+        let name = try validName(options.positional[0])
+        let text = options.positional.count > 1 ? options.positional[1] : ""
+        let client = try connect(address)
+        let port: SendPort
+        do {
+            port = try client.lookup(name)
+        } catch {
+            throw Exit(error)
+        }
+        do {
+            let request = Message(id: id, components: [.data(Array(text.utf8))], replyPort: nil)
+            let reply = try port.sendRequest(request, sendTimeout: timeout, receiveTimeout: timeout)
+            say(String(decoding: reply.bytes, as: UTF8.self))
+        } catch {
+            throw Exit(error, name: name)
+        }
+        port.invalidate()
+    }
+}

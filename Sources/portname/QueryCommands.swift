@@ -1,0 +1,67 @@
+import NamedPortServer
+
+/// `list`, `lookup` and `status`: one question to the server, its answer printed.
+enum QueryCommands {
+    static func list(_ options: Options, address: String?) throws(Exit) {
+        guard options.positional.isEmpty else { throw .usage("list takes no arguments", verb: .list) }
+        let client = try connect(address)
+        do {
+            for owner in try client.list() {
+                say(options.wantsJSON ? JSONLine(owner).text : "\(owner.name)\t\(owner.pid)\t\(owner.uid)")
+            }
+        } catch {
+            throw Exit(error)
+        }
+    }
+
+    static func lookup(_ options: Options, address: String?) throws(Exit) {
+        guard options.positional.count == 1 else { throw .usage("lookup takes one NAME", verb: .lookup) }
+        let wait = try options.seconds("--wait", verb: .lookup)
+        let name = try validName(options.positional[0])
+        let client = try connect(address)
+        do {
+            let owner = try client.owner(of: name, waitingUpTo: wait)
+            say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)")
+        } catch .timedOut {
+            // For a script, a name that did not come in time is a name not found.
+            throw Exit(status: 1, message: "no port was registered as '\(name)' within \(wait ?? .zero)")
+        } catch {
+            throw Exit(error)
+        }
+    }
+
+    static func status(_ options: Options, address: String?) throws(Exit) {
+        guard options.positional.isEmpty else { throw .usage("status takes no arguments", verb: .status) }
+        let client = try connect(address)
+        let status: NameServerStatus
+        do {
+            status = try client.status()
+        } catch {
+            throw Exit(error)
+        }
+        let uptime = Double(status.uptime.components.seconds) + Double(status.uptime.components.attoseconds) / 1e18
+        let rounded = (uptime * 1000).rounded() / 1000
+        var json = JSONLine()
+        json.add("address", client.address)
+        json.add("pid", Int(status.pid))
+        json.add("uptime", rounded)
+        json.add("connections", status.connections)
+        json.add("names", status.names)
+        json.add("watches", status.watches)
+        json.add("waiting_lookups", status.waitingLookups)
+        json.add("refused_connections", status.refusedConnections)
+        json.add("refused_requests", status.refusedRequests)
+        guard !options.wantsJSON else { return say(json.text) }
+        say("""
+            address: \(client.address)
+            pid: \(status.pid)
+            uptime: \(rounded)
+            connections: \(status.connections)
+            names: \(status.names)
+            watches: \(status.watches)
+            waiting_lookups: \(status.waitingLookups)
+            refused_connections: \(status.refusedConnections)
+            refused_requests: \(status.refusedRequests)
+            """)
+    }
+}

@@ -1,0 +1,111 @@
+import Glibc
+import NamedPortServer
+
+/// What `portnamed`'s command line asks for.
+struct DaemonOptions {
+    var address: String?
+    var policy = NameServerPolicy()
+    var logLevel = NameServerEvent.Severity.info
+    var showHelp = false
+    var showVersion = false
+
+    static let usage = """
+        usage: portnamed [--address PATH] [--socket-mode MODE] [--allow-uid UID]... [--allow-any-user]
+                         [--max-connections N] [--max-names N] [--max-watches N]
+                         [--max-waiting-lookups N] [--max-queued-bytes N]
+                         [--log-level warning|notice|info|debug] [--help] [--version]
+
+        The PortKit name server. Runs in the foreground, prints "listening on PATH" once it
+        accepts connections, tells systemd it is ready when $NOTIFY_SOCKET is set, and logs
+        one line per event to the standard error.
+
+          --address PATH          the socket to listen at (default: see below)
+          --socket-mode MODE      the socket file's permissions, octal (default 0600); not
+                                  used under socket activation (the .socket unit sets it)
+          --allow-uid UID         a user allowed to use the server besides its own user
+                                  (repeatable; by default only its own user is)
+          --allow-any-user        let every user who can reach the socket use the server
+          --max-connections N     client connections at once (default 4096)
+          --max-names N           names per connection (default 256)
+          --max-watches N         watches per connection (default 64)
+          --max-waiting-lookups N lookups waiting for a name, per connection (default 64)
+          --max-queued-bytes N    unread output kept for a client before it is cut off
+                                  (default 4194304)
+          --log-level LEVEL       the least important events logged: warning (refusals,
+                                  limits), notice (names taken, invalid names), info (names
+                                  registered and released; the default), debug (connections)
+          --help                  print this and exit
+          --version               print the version and exit
+
+        Address: PATH, else $PORTKIT_NAME_SERVER, else $XDG_RUNTIME_DIR/portkit/names.sock,
+        else /tmp/portkit-UID/names.sock. Under systemd socket activation (LISTEN_PID and
+        LISTEN_FDS) it serves the socket it is given instead.
+
+        Signals: SIGTERM and SIGINT stop it cleanly (its socket and lock file are removed);
+        SIGHUP is logged and ignored (the policy is fixed at start: restart to change it).
+
+        Exit status: 0 after a clean stop, 1 when it cannot start (a live server at the
+        address, a directory that is not private), 2 for usage errors.
+        """
+
+    /// Parses the arguments (without the program name).
+    /// - Throws: a message for a usage error.
+    static func parse(_ arguments: [String]) throws(UsageError) -> DaemonOptions {
+        var options = DaemonOptions()
+        var allowed: Set<UInt32> = []
+        var anyUser = false
+        var rest = arguments[...]
+        func value(_ option: String) throws(UsageError) -> String {
+            guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
+            return value
+        }
+        func count(_ option: String) throws(UsageError) -> Int {
+            let text = try value(option)
+            guard let number = Int(text), number > 0 else { throw UsageError("\(option) needs a positive number, not '\(text)'") }
+            return number
+        }
+        while let argument = rest.popFirst() {
+            switch argument {
+            case "--address": options.address = try value(argument)
+            case "--socket-mode":
+                let text = try value(argument)
+                guard let mode = UInt32(text, radix: 8), mode <= 0o777 else {
+                    throw UsageError("--socket-mode needs octal permission bits such as 0600, not '\(text)'")
+                }
+                options.policy.socketPermissions = mode
+            case "--allow-uid":
+                let text = try value(argument)
+                guard let uid = UInt32(text) else { throw UsageError("--allow-uid needs a numeric user id, not '\(text)'") }
+                allowed.insert(uid)
+            case "--allow-any-user": anyUser = true
+            case "--max-connections": options.policy.maxConnections = try count(argument)
+            case "--max-names": options.policy.maxNamesPerConnection = try count(argument)
+            case "--max-watches": options.policy.maxWatchesPerConnection = try count(argument)
+            case "--max-waiting-lookups": options.policy.maxWaitingLookupsPerConnection = try count(argument)
+            case "--max-queued-bytes": options.policy.maxQueuedBytesPerConnection = try count(argument)
+            case "--log-level":
+                let text = try value(argument)
+                guard let level = NameServerEvent.Severity.allCases.first(where: { $0.description == text }) else {
+                    throw UsageError("--log-level needs one of warning, notice, info, debug, not '\(text)'")
+                }
+                options.logLevel = level
+            case "-h", "--help": options.showHelp = true
+            case "--version": options.showVersion = true
+            default: throw UsageError("unexpected argument '\(argument)'")
+            }
+        }
+        if anyUser {
+            guard allowed.isEmpty else { throw UsageError("--allow-any-user and --allow-uid exclude each other") }
+            options.policy.allowedUsers = nil
+        } else {
+            options.policy.allowedUsers = allowed.union([UInt32(getuid())])
+        }
+        return options
+    }
+}
+
+/// A command line `portnamed` cannot run: the message says what is wrong.
+struct UsageError: Error {
+    var message: String
+    init(_ message: String) { self.message = message }
+}
