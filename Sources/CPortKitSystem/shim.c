@@ -58,19 +58,42 @@ ssize_t portkit_send_with_descriptors(int fd, const void *bytes, size_t length,
 ssize_t portkit_receive_with_descriptors(int fd, void *bytes, size_t capacity,
                                          int *descriptors, int max_descriptors, int *count,
                                          int *truncated, int flags) {
+    pid_t pid; uid_t uid; gid_t gid; int has;
+    return portkit_receive_with_credentials(fd, bytes, capacity, descriptors, max_descriptors, count,
+                                            truncated, flags, &pid, &uid, &gid, &has);
+}
+
+int portkit_pass_credentials(int fd) {
+    int on = 1;
+    return setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on);
+}
+
+ssize_t portkit_receive_with_credentials(int fd, void *bytes, size_t capacity,
+                                         int *descriptors, int max_descriptors, int *count,
+                                         int *truncated, int flags,
+                                         pid_t *pid, uid_t *uid, gid_t *gid, int *has_credentials) {
     struct iovec iov = { .iov_base = bytes, .iov_len = capacity };
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    char control[CMSG_SPACE(sizeof(int) * 253)];
+    char control[CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(sizeof(struct ucred))];
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
     *count = 0;
     *truncated = 0;
+    *has_credentials = 0;
     ssize_t n = recvmsg(fd, &msg, flags | MSG_CMSG_CLOEXEC);
     if (n < 0) return n;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS
+            && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+            struct ucred cred;
+            memcpy(&cred, CMSG_DATA(c), sizeof cred);
+            *pid = cred.pid; *uid = cred.uid; *gid = cred.gid;
+            *has_credentials = 1;
+            continue;
+        }
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
         int received = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
         int *data = (int *)CMSG_DATA(c);

@@ -30,7 +30,7 @@ public struct ChildWorker: Sendable {
     ) throws(PortError) -> ChildWorker {
         var parentEnds: [FileDescriptor] = []
         var childEnds: [FileDescriptor] = []
-        let connection: Connection
+        var connection: Connection?
         switch channel {
         case .socket:
             let (parent, child) = try Connection.makeSocketPair()
@@ -48,7 +48,7 @@ public struct ChildWorker: Sendable {
             } catch {
                 throw PortError("pipe", error)
             }
-            connection = Connection(.pipes(read: parentEnds[0], write: parentEnds[1]), limits: bossPort.limits)
+            connection = nil
         }
         defer { for end in childEnds { try? end.close() } }
         let pid: pid_t
@@ -58,7 +58,10 @@ public struct ChildWorker: Sendable {
             for end in parentEnds { try? end.close() }
             throw error
         }
-        try bossPort.adopt(connection)
+        let channelConnection = connection ?? Connection(
+            .pipes(read: parentEnds[0], write: parentEnds[1]), limits: bossPort.limits,
+            pipePeer: SenderCredentials(pid: pid, uid: getuid(), gid: getgid()))
+        try bossPort.adopt(channelConnection)
         return ChildWorker(pid: pid)
     }
 
@@ -75,7 +78,9 @@ public struct ChildWorker: Sendable {
         }
         switch ends.count {
         case 1: return SendPort(connection: Connection(.socket(ends[0])))
-        case 2: return SendPort(connection: Connection(.pipes(read: ends[0], write: ends[1])))
+        case 2:
+            let parent = SenderCredentials(pid: getppid(), uid: getuid(), gid: getgid())
+            return SendPort(connection: Connection(.pipes(read: ends[0], write: ends[1]), pipePeer: parent))
         default: throw .invalidPort
         }
     }

@@ -11,6 +11,10 @@ public struct Message: Sendable {
     public var components: [MessageComponent]
     /// Where the receiver can send answers, if anywhere.
     public var replyPort: SendPort?
+    /// Who sent it: set on every message a port receives, a reply included, whatever the
+    /// transport (the kernel's word over a socket; the spawned child or its parent over
+    /// pipes; this process in-process). `nil` on a message made here and not yet sent.
+    public var sender: SenderCredentials?
 
     /// Makes a message.
     public init(id: UInt32 = 0, components: [MessageComponent] = [], replyPort: SendPort? = nil) {

@@ -342,7 +342,11 @@ public final class ReceivePort: Sendable {
 final class ReplySlot: Sendable {
     private let slot = ConditionLock<Result<Message, PortError>?>(nil)
 
-    func fulfil(_ message: Message) { set(.success(message)) }
+    func fulfil(_ message: Message) {
+        var reply = message
+        reply.sender = .thisProcess
+        set(.success(reply))
+    }
     func fail(_ error: PortError) { set(.failure(error)) }
 
     private func set(_ result: Result<Message, PortError>) {

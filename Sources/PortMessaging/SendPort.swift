@@ -235,8 +235,9 @@ public final class SendPort: Sendable {
     /// receiver owns its own (as it would across processes).
     static func localCopy(of message: Message, limit: Int) throws(PortError) -> Message {
         _ = try message.checkedSize(maxBytes: limit)
-        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return message }
         var copy = message
+        copy.sender = .thisProcess
+        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return copy }
         for (index, component) in message.components.enumerated() {
             guard case .descriptor(let fd) = component else { continue }
             do {

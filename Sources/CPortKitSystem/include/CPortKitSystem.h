@@ -39,6 +39,17 @@ ssize_t portkit_receive_with_descriptors(int fd, void *bytes, size_t capacity,
                                          int *descriptors, int max_descriptors, int *count,
                                          int *truncated, int flags);
 
+/// As portkit_receive_with_descriptors, and the sender's credentials (SCM_CREDENTIALS, which
+/// arrive once SO_PASSCRED is set on the socket) into *pid, *uid, *gid; *has_credentials
+/// says whether they came. A stream read never spans two senders' data while SO_PASSCRED is set.
+ssize_t portkit_receive_with_credentials(int fd, void *bytes, size_t capacity,
+                                         int *descriptors, int max_descriptors, int *count,
+                                         int *truncated, int flags,
+                                         pid_t *pid, uid_t *uid, gid_t *gid, int *has_credentials);
+
+/// Sets SO_PASSCRED: every read then brings the sender's credentials.
+int portkit_pass_credentials(int fd);
+
 /// Waits up to timeout_ms (-1: for ever) for events on one descriptor; returns revents,
 /// 0 on time-out, -1 with errno.
 int portkit_poll_one(int fd, short events, int timeout_ms);

@@ -65,7 +65,7 @@ extension FileDescriptor {
         // The descriptors land in a stack buffer: a heap array of 253 entries per call was a
         // measurable part of a small message's cost, and most reads bring none.
         try withUnsafeTemporaryAllocation(of: CInt.self, capacity: max(1, maxDescriptors)) { (fds) throws(Errno) -> Received in
-            let (count, received, truncated) = try receive(into: buffer, descriptors: fds)
+            let (count, received, truncated, _) = try receive(into: buffer, descriptors: fds)
             let descriptors = received == 0 ? [] : Array(UnsafeBufferPointer(rebasing: fds[..<received]))
             return Received(count: count, descriptors: descriptors, truncated: truncated)
         }
@@ -75,7 +75,8 @@ extension FileDescriptor {
     /// with it (close-on-exec) into `descriptors`, without allocating. Returns the bytes
     /// received (0: the peer closed), how many descriptors arrived (the caller owns and must
     /// close them), and whether the datagram or its descriptors did not fit (the excess is
-    /// discarded; excess descriptors are closed).
+    /// discarded; excess descriptors are closed), and the sender's credentials when the
+    /// socket passes them (`passCredentials()`).
     ///
     /// Never blocks unless `waiting`; then, on a socket without `O_NONBLOCK`, it waits for
     /// data up to the socket's receive timeout (`setReceiveTimeout`), after which it throws
@@ -85,15 +86,25 @@ extension FileDescriptor {
     /// unless `waiting`.
     package func receive(
         into buffer: UnsafeMutableRawBufferPointer, descriptors: UnsafeMutableBufferPointer<CInt>, waiting: Bool = false
-    ) throws(Errno) -> (count: Int, descriptors: Int, truncated: Bool) {
+    ) throws(Errno) -> (count: Int, descriptors: Int, truncated: Bool, sender: (pid: pid_t, uid: uid_t, gid: gid_t)?) {
         var count: CInt = 0
         var truncated: CInt = 0
+        var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+        var hasCredentials: CInt = 0
         let n = try valueOrErrno {
-            portkit_receive_with_descriptors(
+            portkit_receive_with_credentials(
                 rawValue, buffer.baseAddress, buffer.count, descriptors.baseAddress, CInt(descriptors.count),
-                &count, &truncated, waiting ? 0 : CInt(MSG_DONTWAIT))
+                &count, &truncated, waiting ? 0 : CInt(MSG_DONTWAIT), &pid, &uid, &gid, &hasCredentials)
         }.get()
-        return (n, Int(count), truncated != 0)
+        return (n, Int(count), truncated != 0, hasCredentials != 0 ? (pid, uid, gid) : nil)
+    }
+
+    /// Makes every receive on the socket bring the sender's credentials (the kernel's, not
+    /// the sender's word): the process that wrote the data, wherever the socket was made.
+    ///
+    /// The corresponding C function is `setsockopt` with `SO_PASSCRED`.
+    package func passCredentials() throws(Errno) {
+        try nothingOrErrno { portkit_pass_credentials(rawValue) }.get()
     }
 
     /// Copies up to `buffer.count` bytes from the head of the incoming data into `buffer`

@@ -30,6 +30,9 @@ final class Connection: Sendable {
 
     let medium: Medium
     let limits: WireLimits
+    /// Who the peer is over pipes (the kernel names no sender there): the spawned child, or
+    /// the parent that spawned this process. Over a socket each read brings its sender.
+    let pipePeer: SenderCredentials?
     var readFD: FileDescriptor {
         switch medium { case .socket(let fd): fd; case .pipes(let read, _): read }
     }
@@ -80,6 +83,8 @@ final class Connection: Sendable {
     struct Inbound {
         var splitter: WireFrameSplitter
         var descriptors: [CInt] = []
+        /// The sender of the bytes read last (a socket read never spans two senders).
+        var sender: SenderCredentials?
         /// Kept from one read to the next (uninitialized memory), made on the first read:
         /// making and zeroing a fresh buffer for every read was most of a small round trip.
         var buffer: UnsafeMutableRawBufferPointer?
@@ -131,10 +136,14 @@ final class Connection: Sendable {
         var watchers: [Watcher] = []
     }
 
-    init(_ medium: Medium, limits: WireLimits = .transport()) {
+    init(_ medium: Medium, limits: WireLimits = .transport(), pipePeer: SenderCredentials? = nil) {
         self.medium = medium
         self.limits = limits
-        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits)))
+        self.pipePeer = pipePeer
+        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits), sender: pipePeer))
+        // Every read then names its sender, wherever the socket was made (a socket pair's
+        // SO_PEERCRED would name the process that made it, a broker say).
+        if case .socket(let fd) = medium { try? fd.passCredentials() }
     }
 
     /// Makes a connected pair of socket connections (both in this process, for now).
@@ -501,9 +510,12 @@ final class Connection: Sendable {
         let got = withUnsafeTemporaryAllocation(of: CInt.self, capacity: Self.maxReceivedDescriptors) { fds -> Result<Int, Errno> in
             switch medium {
             case .socket(let fd):
-                let received: (count: Int, descriptors: Int, truncated: Bool)
+                let received: (count: Int, descriptors: Int, truncated: Bool, sender: (pid: pid_t, uid: uid_t, gid: gid_t)?)
                 do throws(Errno) { received = try fd.receive(into: buffer, descriptors: fds, waiting: waiting) } catch {
                     return .failure(error)
+                }
+                if let sender = received.sender {
+                    state.sender = SenderCredentials(pid: sender.pid, uid: sender.uid, gid: sender.gid)
                 }
                 if received.descriptors > 0 {
                     state.descriptors.append(contentsOf: UnsafeBufferPointer(rebasing: fds[..<received.descriptors]))
@@ -531,7 +543,7 @@ final class Connection: Sendable {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
                     guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
-                    batch.append(try decode(frame, header, takingFrom: &state.descriptors))
+                    batch.append(try decode(frame, header, takingFrom: &state.descriptors, sender: state.sender))
                     offset += header.frameLength
                 }
                 // A frame begun but not ended waits in the splitter for the next read.
@@ -542,7 +554,7 @@ final class Connection: Sendable {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
                             guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
-                            return try decode(raw, header, takingFrom: &state.descriptors)
+                            return try decode(raw, header, takingFrom: &state.descriptors, sender: state.sender)
                         }
                     }
                     batch.append(try result.get())
@@ -565,7 +577,7 @@ final class Connection: Sendable {
     /// Decodes one whole frame whose header is parsed, taking the descriptors it announces
     /// from the front of `pending` (descriptors arrive in frame order).
     private func decode(
-        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom pending: inout [CInt]
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom pending: inout [CInt], sender: SenderCredentials?
     ) throws(PortError) -> Delivery {
         let count = header.descriptorCount
         guard count <= pending.count else {
@@ -610,7 +622,8 @@ final class Connection: Sendable {
             return .limits(Int(header.id))
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
-        let message = Message(id: header.id, components: components, replyPort: replyPort)
+        var message = Message(id: header.id, components: components, replyPort: replyPort)
+        message.sender = sender
         return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
     }
 
