@@ -98,26 +98,29 @@ import PortMessaging
     }
 }
 
-/// `names-churn ADDRESS PREFIX COUNT`: on one connection registers PREFIX0, then for each
-/// i in 1..<COUNT registers PREFIXi and releases PREFIX(i-1); finally releases the last.
-/// Prints "churning" before the first change and "done" after the last; then waits for
+/// `names-churn ADDRESS PREFIX MAX`: on one connection registers PREFIX0 and prints
+/// "churning"; then, until a line arrives on stdin (or MAX names were made), registers
+/// PREFIXi and releases PREFIX(i-1) for i = 1, 2, …; finally releases the last and prints
+/// "done N", N being how many names it made (PREFIX0 to PREFIX(N-1)). Then waits for
 /// stdin's end.
 @Sendable func namesChurn(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 3, let count = Int(arguments[2]), count > 0 else {
-        return usage("names-churn ADDRESS PREFIX COUNT")
+    guard arguments.count == 3, let maximum = Int(arguments[2]), maximum > 0 else {
+        return usage("names-churn ADDRESS PREFIX MAX")
     }
     let prefix = arguments[1]
     do {
         let client = try NameServerClient.connect(to: arguments[0])
         let port = ReceivePort()
-        say("churning")
         try client.register("\(prefix)0", port: port)
-        for index in 1..<count {
-            try client.register("\(prefix)\(index)", port: port)
-            try client.unregister("\(prefix)\(index - 1)")
+        say("churning")
+        var made = 1
+        while made < maximum && !standardInputIsReadable() {
+            try client.register("\(prefix)\(made)", port: port)
+            try client.unregister("\(prefix)\(made - 1)")
+            made += 1
         }
-        try client.unregister("\(prefix)\(count - 1)")
-        say("done")
+        try client.unregister("\(prefix)\(made - 1)")
+        say("done \(made)")
         while readLine() != nil {}
         client.close()
         return 0
@@ -125,6 +128,12 @@ import PortMessaging
         say("error \(error)")
         return 1
     }
+}
+
+/// Whether a line (or the end) waits on stdin, without waiting for one.
+private func standardInputIsReadable() -> Bool {
+    var descriptor = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+    return poll(&descriptor, 1, 0) > 0
 }
 
 /// `names-stress ADDRESS COUNT`: COUNT threads, each with a connection of its own, at
