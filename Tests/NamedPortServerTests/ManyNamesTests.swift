@@ -90,3 +90,59 @@ struct ManyNamesTests {
         #expect(try current.list().map(\.name) == (0..<400).map { "n.\($0)" }.sorted())
     }
 }
+
+/// A current client and a server that speaks version 2 only (played by the test): the
+/// client's hello of version 3 is refused, it says hello with 2 on the same connection,
+/// and then works, one frame a reply.
+@Suite("Names: a current client and an older server")
+struct OlderServerTests {
+    @Test func aCurrentClientFallsBackToVersion2() throws {
+        let directory = TestDirectory()
+        let listener = try UnixSocket.make(nonBlocking: false)
+        defer { try? listener.close() }
+        try UnixSocket.bind(listener, to: directory.address)
+        try UnixSocket.listen(listener, backlog: 4)
+        let hellos = Locked<[UInt64]>([])
+        let served = ConditionLock(false)
+        Thread {
+            defer {
+                served.withLock { $0 = true }
+                served.broadcast()
+            }
+            guard let socket = try? UnixSocket.accept(listener) ?? nil else { return }
+            defer { try? socket.close() }
+            var reader = FrameReader()
+            func answer(_ request: WireMessage, _ status: NameStatus, _ components: [WireComponent]) {
+                let reply = WireMessage(kind: .reply, id: status.rawValue, sequence: request.sequence, components: components)
+                if let frame = try? reply.frame() { _ = frame.bytes.withUnsafeBytes { try? socket.send($0) } }
+            }
+            while (try? socket.poll(CShort(POLLIN), timeout: .seconds(30))) ?? 0 != 0 {
+                let (frames, end) = reader.read(from: socket)
+                for frame in frames {
+                    var fields = NameFieldReader(frame.message.components)
+                    switch NameOperation(rawValue: frame.message.id) {
+                    case .hello?:
+                        let version = (try? fields.integer()) ?? 0
+                        hellos.withLock { $0.append(version) }
+                        if version > 2 {
+                            answer(frame.message, .badRequest, [NameField.string("protocol version \(version) asked, this server speaks 1 to 2")])
+                        } else {
+                            answer(frame.message, .ok, [NameField.integer(Int32(77)), NameField.integer(UInt32(0)), NameField.integer(UInt64(2))])
+                        }
+                    case .list?:
+                        answer(frame.message, .ok, NameField.owner(NameOwner(name: "old.name", pid: 77, uid: 0)))
+                    default:
+                        answer(frame.message, .badRequest, [NameField.string("not played")])
+                    }
+                }
+                if end != nil { return }
+            }
+        }.start()
+        let client = try NameServerClient.connect(to: directory.address)
+        #expect(client.serverPID == 77)
+        #expect(try client.list() == [NameOwner(name: "old.name", pid: 77, uid: 0)])
+        client.close()
+        #expect(served.wait(until: .now + .seconds(30)) { $0 ? true : nil } == true)
+        #expect(hellos.withLock { $0 } == [3, 2])
+    }
+}
