@@ -20,7 +20,7 @@ struct ManyNamesTests {
         // The owner speaks version 1 (no offer channels), so 10,000 names cost no descriptors
         // and fit any RLIMIT_NOFILE.
         let owner = try RawNameClient(address: directory.address)
-        #expect(try owner.request(.hello, [NameField.integer(1)]).message.id == NameStatus.ok.rawValue)
+        #expect(try owner.hello(1))
         for index in 0..<count {
             let reply = try owner.request(.register, [NameField.string("bulk.\(index)")])
             try #require(reply.message.id == NameStatus.ok.rawValue, "register bulk.\(index): \(reply.message)")
@@ -68,13 +68,13 @@ struct ManyNamesTests {
         // A version 1 owner registers without offer channels: no descriptors per name.
         let owner = try RawNameClient(address: directory.address)
         defer { owner.close() }
-        #expect(try owner.request(.hello, [NameField.integer(1)]).message.id == NameStatus.ok.rawValue)
+        #expect(try owner.hello(1))
         for index in 0..<400 {
             #expect(try owner.request(.register, [NameField.string("n.\(index)")]).message.id == NameStatus.ok.rawValue)
         }
         let old = try RawNameClient(address: directory.address)
         defer { old.close() }
-        #expect(try old.request(.hello, [NameField.integer(2)]).message.id == NameStatus.ok.rawValue)
+        #expect(try old.hello(2))
         let refused = try old.request(.list, [])
         let error = NameReply.decode(status: refused.message.id, refused.message.components, address: directory.address)
         guard case .limitExceeded(_, let limit) = error else {

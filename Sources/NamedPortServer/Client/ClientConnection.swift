@@ -412,9 +412,12 @@ final class ClientConnection: Sendable {
         switch message.kind {
         case .reply:
             let taken = state.withLock { state -> Bool in
-                guard case .waiting(let parts)? = state.pending[message.sequence] else { return false }
+                guard case .waiting? = state.pending[message.sequence],
+                      case .waiting(var parts)? = state.pending.removeValue(forKey: message.sequence) else { return false }
                 if message.id == NameStatus.more.rawValue {
-                    state.pending[message.sequence] = .waiting(parts + message.components)
+                    // Taken out of the table first, so the parts grow in place.
+                    parts += message.components
+                    state.pending[message.sequence] = .waiting(parts)
                     return false
                 }
                 var whole = frame

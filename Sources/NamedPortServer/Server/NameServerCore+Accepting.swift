@@ -81,8 +81,8 @@ extension NameServerCore {
     func checkDeadline(_ id: UInt64) {
         guard let connection = connections[id], !connection.isDoomed else { return }
         connection.deadlineTimer = nil
-        if let (date, reason) = connection.deadline(under: policy), date <= .now {
-            doom(connection, .refused(reason))
+        if let (date, timeOut) = connection.deadline(under: policy), date <= .now {
+            doom(connection, .refused(timeOut.reason(under: policy)))
             settle()
         } else {
             armDeadline(connection)

@@ -42,21 +42,32 @@ final class ServerConnection {
     /// Whether the connection holds anything: a name, a watch or a waiting lookup.
     var holdsSomething: Bool { !names.isEmpty || !watches.isEmpty || !waitingLookups.isEmpty }
 
-    /// The earliest moment the policy's time-outs end the connection, and why; `nil` when
-    /// none applies now.
-    func deadline(under policy: NameServerPolicy) -> (at: ContinuousClock.Instant, reason: String)? {
-        var candidates: [(at: ContinuousClock.Instant, reason: String)] = []
-        if version == nil {
-            candidates.append((accepted + policy.helloTimeout, "did not say hello within \(policy.helloTimeout)"))
+    /// The earliest moment one of the policy's time-outs ends the connection, and which;
+    /// `nil` when none applies now.
+    func deadline(under policy: NameServerPolicy) -> (at: ContinuousClock.Instant, timeOut: TimeOut)? {
+        var earliest: (at: ContinuousClock.Instant, timeOut: TimeOut)?
+        func consider(_ date: ContinuousClock.Instant, _ timeOut: TimeOut) {
+            if earliest.map({ date < $0.at }) ?? true { earliest = (date, timeOut) }
         }
-        if let partialSince {
-            candidates.append((partialSince + policy.requestTimeout, "did not finish a request within \(policy.requestTimeout)"))
-        }
+        if version == nil { consider(accepted + policy.helloTimeout, .hello) }
+        if let partialSince { consider(partialSince + policy.requestTimeout, .request) }
         // Before the hello, the hello time-out alone applies.
-        if let idle = policy.idleTimeout, version != nil, !holdsSomething {
-            candidates.append((lastActivity + idle, "was idle for \(idle)"))
+        if let idle = policy.idleTimeout, version != nil, !holdsSomething { consider(lastActivity + idle, .idle) }
+        return earliest
+    }
+
+    /// The policy's time-outs, named so that no text is made unless one ends a connection.
+    enum TimeOut {
+        case hello, request, idle
+
+        /// Why the connection ends, for its end reason.
+        func reason(under policy: NameServerPolicy) -> String {
+            switch self {
+            case .hello: return "did not say hello within \(policy.helloTimeout)"
+            case .request: return "did not finish a request within \(policy.requestTimeout)"
+            case .idle: return "was idle for \(policy.idleTimeout ?? .zero)"
+            }
         }
-        return candidates.min { $0.at < $1.at }
     }
 
     /// Set when the connection must go: it is closed, and its names released, at the end

@@ -22,6 +22,11 @@ final class RawNameClient {
         return try next()
     }
 
+    /// Says hello asking for `version`; whether the server took it.
+    func hello(_ version: UInt64 = nameProtocolVersion) throws -> Bool {
+        try request(.hello, [NameField.integer(version)]).message.id == NameStatus.ok.rawValue
+    }
+
     /// Sends a request without waiting for anything.
     func sendRaw(_ operation: NameOperation, _ components: [WireComponent]) throws {
         sequence += 1
