@@ -67,7 +67,7 @@ struct RequestLimitsTests {
     /// hello and holds nothing stays (the idle time-out is off by default).
     @Test func aConnectionThatNeverSaysHelloIsClosed() throws {
         let directory = TestDirectory()
-        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(helloTimeout: .milliseconds(300)))
+        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(helloTimeout: .seconds(2)))
         defer { server.stop() }
         let greeted = try NameServerClient.connect(to: directory.address)
         let silent = try RawNameClient(address: directory.address)

@@ -81,6 +81,12 @@ extension NameServerCore {
     func checkDeadline(_ id: UInt64) {
         guard let connection = connections[id], !connection.isDoomed else { return }
         connection.deadlineTimer = nil
+        // What the client sent in time but this thread has not read yet (it was late, or
+        // the loop fires timers before reading) counts: read it first.
+        if let (date, _) = connection.deadline(under: policy), date <= .now {
+            service(id, .readable)
+            guard !connection.isDoomed, connections[id] != nil else { return }
+        }
         if let (date, timeOut) = connection.deadline(under: policy), date <= .now {
             doom(connection, .refused(timeOut.reason(under: policy)))
             settle()
@@ -95,6 +101,8 @@ extension NameServerCore {
         let timer = LoopTimer(after: .milliseconds(50)) { [unowned self] _ in
             self.acceptPauseTimer = nil
             guard !self.isShutDown else { return }
+            // A spare that could not be taken back (the process was full) is tried again.
+            if !self.spare.isHeld { self.spare = SpareDescriptor() }
             try? self.watchListener()
         }
         acceptPauseTimer = timer
