@@ -122,6 +122,12 @@ extension NameServerCore {
             connection.partialSince = now
         }
         // The hello deadline is armed at accept; a partial request or an idle limit adds one.
-        if buffered > 0 || policy.idleTimeout != nil { armDeadline(connection) }
+        // Once none applies, the timer goes rather than fire for nothing.
+        if buffered > 0 || policy.idleTimeout != nil {
+            armDeadline(connection)
+        } else if connection.version != nil, let timer = connection.deadlineTimer {
+            timer.invalidate()
+            connection.deadlineTimer = nil
+        }
     }
 }
