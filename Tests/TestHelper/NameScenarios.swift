@@ -10,15 +10,15 @@ import PortMessaging
 /// `names-server ADDRESS [--open] [--allow-all] [--max-names N] [--max-connections N] [--nofile N]`:
 /// runs a name server in this process. Prints "listening on ADDRESS". Then, per line on
 /// stdin: "fds" → "fds N" (open descriptors of this process); "counts" → "counts
-/// connections=N names=N waiting=N watches=N"; "buffered" → "buffered N" (request bytes
-/// held); "stop" → stops the server and prints "stopped fds N". Ends at stdin's end.
+/// connections=N names=N waiting=N watches=N"; "stop" → stops the server and prints
+/// "stopped fds N". Ends at stdin's end.
 /// `--open` makes the socket file 0666 (the policy still admits only this uid, unless
 /// `--allow-all`);
 /// `--max-names` and `--max-connections` set those limits of the policy; `--nofile`
 /// sets this process's descriptor limit (RLIMIT_NOFILE) before the server starts.
 @Sendable func namesServer(_ arguments: [String]) -> Int32 {
     guard let address = arguments.first else {
-        return usage("names-server ADDRESS [--open] [--max-names N] [--max-connections N] [--nofile N]")
+        return usage("names-server ADDRESS [--open] [--allow-all] [--max-names N] [--max-connections N] [--nofile N]")
     }
     var policy = NameServerPolicy()
     if arguments.contains("--open") { policy.socketPermissions = 0o666 }
@@ -46,8 +46,6 @@ import PortMessaging
             } else {
                 say("counts unavailable")
             }
-        case "buffered":
-            say("buffered \((try? server.counts())?.bufferedRequestBytes ?? -1)")
         case "stop":
             server.stop()
             say("stopped fds \(openDescriptorCount())")
