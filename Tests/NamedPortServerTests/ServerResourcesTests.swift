@@ -86,7 +86,7 @@ struct ServerResourcesTests {
         // The limit is still whole for admitted users, and the one past it is told so.
         let first = try NameServerClient.connect(to: directory.address)
         let second = try NameServerClient.connect(to: directory.address)
-        #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "it serves 2 connections, its limit")) {
+        #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "limit reached: at most 2 connections")) {
             try NameServerClient.connect(to: directory.address)
         }
         #expect(try first.list().isEmpty && second.list().isEmpty)

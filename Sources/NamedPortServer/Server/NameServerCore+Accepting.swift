@@ -40,7 +40,7 @@ extension NameServerCore {
                 continue
             }
             guard connections.count < policy.maxConnections else {
-                let reason = "it serves \(policy.maxConnections) connections, its limit"
+                let reason = NameServerError.limitExceeded(what: "connections", limit: policy.maxConnections).description
                 ServerAdmission.turnAway(socket, .serverBusy(address: listener.address, reason: reason))
                 statistics.refusedConnection(pid: credentials.pid, uid: uid, reason: reason)
                 continue
