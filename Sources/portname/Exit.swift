@@ -27,7 +27,7 @@ struct Exit: Error {
         case .timedOut: status = 3
         case .serverUnavailable: status = 5
         case .connectionLost: status = 5
-        case .addressInUse, .protocolError, .system: status = 1
+        case .addressInUse, .protocolError, .system, .untrustedServer, .serverBusy: status = 1
         }
         message = "\(error)"
     }

@@ -61,20 +61,21 @@ struct NameRulesTests {
         .invalidName(name: "a b", reason: .whitespace),
         .notOwner(name: "db", ownerPID: 7),
         .limitExceeded(what: "names per connection", limit: 256),
+        .serverBusy(address: "/run/names.sock", reason: "out of descriptors"),
     ])
     func errorsRoundTripThroughReplies(error: NameServerError) {
         let (status, components) = NameReply.encode(error)
         #expect(status != .ok)
-        #expect(NameReply.decode(status: status.rawValue, components) == error)
+        #expect(NameReply.decode(status: status.rawValue, components, address: "/run/names.sock") == error)
     }
 
     @Test func garbledReplyFieldsAreAProtocolErrorNotATrap() {
-        let decoded = NameReply.decode(status: NameStatus.nameTaken.rawValue, [.bytes([1, 2])])
+        let decoded = NameReply.decode(status: NameStatus.nameTaken.rawValue, [.bytes([1, 2])], address: "/a")
         guard case .protocolError = decoded else {
             Issue.record("got \(decoded)")
             return
         }
-        guard case .protocolError = NameReply.decode(status: 999, []) else {
+        guard case .protocolError = NameReply.decode(status: 999, [], address: "/a") else {
             Issue.record("an unknown status must be a protocol error")
             return
         }

@@ -7,15 +7,28 @@ import PortMessaging
 // Each prints what happened as lines on stdout (flushed at once) and, where the test
 // must steer it, reads commands on stdin.
 
-/// `names-server ADDRESS [--open]`: runs a name server in this process. Prints
-/// "listening on ADDRESS". Then, per line on stdin: "fds" → "fds N" (open descriptors of
-/// this process); "counts" → "counts connections=N names=N waiting=N watches=N";
-/// "stop" → stops the server and prints "stopped fds N". Ends at stdin's end.
-/// `--open` makes the socket file 0666 (the policy still admits only this uid).
+/// `names-server ADDRESS [--open] [--allow-all] [--max-names N] [--max-connections N] [--nofile N]`:
+/// runs a name server in this process. Prints "listening on ADDRESS". Then, per line on
+/// stdin: "fds" → "fds N" (open descriptors of this process); "counts" → "counts
+/// connections=N names=N waiting=N watches=N"; "stop" → stops the server and prints
+/// "stopped fds N". Ends at stdin's end.
+/// `--open` makes the socket file 0666 (the policy still admits only this uid, unless
+/// `--allow-all`);
+/// `--max-names` and `--max-connections` set those limits of the policy; `--nofile`
+/// sets this process's descriptor limit (RLIMIT_NOFILE) before the server starts.
 @Sendable func namesServer(_ arguments: [String]) -> Int32 {
-    guard let address = arguments.first else { return usage("names-server ADDRESS [--open]") }
+    guard let address = arguments.first else {
+        return usage("names-server ADDRESS [--open] [--allow-all] [--max-names N] [--max-connections N] [--nofile N]")
+    }
     var policy = NameServerPolicy()
     if arguments.contains("--open") { policy.socketPermissions = 0o666 }
+    if arguments.contains("--allow-all") { policy.allowedUsers = nil }
+    if let names = integerOption("--max-names", arguments) { policy.maxNamesPerConnection = names }
+    if let connections = integerOption("--max-connections", arguments) { policy.maxConnections = connections }
+    if let limit = integerOption("--nofile", arguments), !setDescriptorLimit(limit) {
+        say("error setrlimit \(limit): \(errno)")
+        return 1
+    }
     let server: NameServer
     do {
         server = try NameServer.start(at: address, policy: policy)
@@ -98,26 +111,29 @@ import PortMessaging
     }
 }
 
-/// `names-churn ADDRESS PREFIX COUNT`: on one connection registers PREFIX0, then for each
-/// i in 1..<COUNT registers PREFIXi and releases PREFIX(i-1); finally releases the last.
-/// Prints "churning" before the first change and "done" after the last; then waits for
+/// `names-churn ADDRESS PREFIX MAX`: on one connection registers PREFIX0 and prints
+/// "churning"; then, until a line arrives on stdin (or MAX names were made), registers
+/// PREFIXi and releases PREFIX(i-1) for i = 1, 2, …; finally releases the last and prints
+/// "done N", N being how many names it made (PREFIX0 to PREFIX(N-1)). Then waits for
 /// stdin's end.
 @Sendable func namesChurn(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 3, let count = Int(arguments[2]), count > 0 else {
-        return usage("names-churn ADDRESS PREFIX COUNT")
+    guard arguments.count == 3, let maximum = Int(arguments[2]), maximum > 0 else {
+        return usage("names-churn ADDRESS PREFIX MAX")
     }
     let prefix = arguments[1]
     do {
         let client = try NameServerClient.connect(to: arguments[0])
         let port = ReceivePort()
-        say("churning")
         try client.register("\(prefix)0", port: port)
-        for index in 1..<count {
-            try client.register("\(prefix)\(index)", port: port)
-            try client.unregister("\(prefix)\(index - 1)")
+        say("churning")
+        var made = 1
+        while made < maximum && !standardInputIsReadable() {
+            try client.register("\(prefix)\(made)", port: port)
+            try client.unregister("\(prefix)\(made - 1)")
+            made += 1
         }
-        try client.unregister("\(prefix)\(count - 1)")
-        say("done")
+        try client.unregister("\(prefix)\(made - 1)")
+        say("done \(made)")
         while readLine() != nil {}
         client.close()
         return 0
@@ -125,6 +141,12 @@ import PortMessaging
         say("error \(error)")
         return 1
     }
+}
+
+/// Whether a line (or the end) waits on stdin, without waiting for one.
+private func standardInputIsReadable() -> Bool {
+    var descriptor = pollfd(fd: 0, events: Int16(POLLIN), revents: 0)
+    return poll(&descriptor, 1, 0) > 0
 }
 
 /// `names-stress ADDRESS COUNT`: COUNT threads, each with a connection of its own, at
@@ -203,21 +225,26 @@ import PortMessaging
     return 1
 }
 
-/// `names-try ADDRESS NAME`: what a client may do: prints "connect: …", then (if it
-/// connected) "register: …", "lookup: …", "list: …", each "ok" or the error's case name.
+/// `names-try ADDRESS NAME [--trust UID]`: what a client may do: prints "connect: …",
+/// then (if it connected) "register: …", "lookup: …", "list: …", each "ok" or the error's
+/// case name. ADDRESS "-" is the default address; `--trust` names a trusted server user.
+/// A refused server prints "connect: untrustedServer owner=UID address=PATH: DESCRIPTION".
 @Sendable func namesTry(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 2 else { return usage("names-try ADDRESS NAME") }
+    guard arguments.count >= 2 else { return usage("names-try ADDRESS NAME [--trust UID]") }
     func caseName(_ error: NameServerError) -> String {
         switch error {
         case .permissionDenied: return "permissionDenied"
         case .notFound: return "notFound"
         case .serverUnavailable: return "serverUnavailable"
+        case .serverBusy: return "serverBusy"
+        case .untrustedServer(let address, let owner, _): return "untrustedServer owner=\(owner) address=\(address): \(error)"
         default: return "other(\(error))"
         }
     }
+    let trusted = integerOption("--trust", arguments).map { Set([UInt32($0)]) } ?? []
     let client: NameServerClient
     do {
-        client = try NameServerClient.connect(to: arguments[0])
+        client = try NameServerClient.connect(to: arguments[0] == "-" ? nil : arguments[0], trustedServerUsers: trusted)
     } catch {
         say("connect: \(caseName(error))")
         return 0
@@ -236,6 +263,48 @@ import PortMessaging
             say("\(label): \(caseName(error))")
         }
     }
+    return 0
+}
+
+/// `names-squat ADDRESS COUNT`: opens COUNT plain connections to ADDRESS and sends
+/// nothing; prints "connected COUNT" (or "error …"), then "closed K" once the server has
+/// closed every one of them, or with the count so far after 60 s. Then waits for stdin's end.
+@Sendable func namesSquat(_ arguments: [String]) -> Int32 {
+    guard arguments.count == 2, let count = Int(arguments[1]) else { return usage("names-squat ADDRESS COUNT") }
+    var sockets: [CInt] = []
+    for _ in 0..<count {
+        let socket = Glibc.socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(arguments[0].utf8).prefix(raw.count - 1))
+        }
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard socket >= 0, connected == 0 else {
+            say("error connect: \(errno)")
+            return 1
+        }
+        sockets.append(socket)
+    }
+    say("connected \(count)")
+    let deadline = ContinuousClock.now + .seconds(60)
+    var open = Set(sockets)
+    var scratch = [UInt8](repeating: 0, count: 4096)
+    while !open.isEmpty && ContinuousClock.now < deadline {
+        var polled = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        guard poll(&polled, nfds_t(polled.count), 1000) > 0 else { continue }
+        for entry in polled where entry.revents != 0 {
+            // Whatever the server said before closing (its notice) is read; the end closes.
+            if read(entry.fd, &scratch, scratch.count) <= 0 { open.remove(entry.fd) }
+        }
+    }
+    say("closed \(count - open.count)")
+    while readLine() != nil {}
+    for socket in sockets { close(socket) }
     return 0
 }
 
@@ -296,6 +365,26 @@ private func settledDescriptorCount(expecting: Int? = nil) -> Int {
         last = now
     }
     return last
+}
+
+/// The integer after `name` in `arguments`, if there is one.
+private func integerOption(_ name: String, _ arguments: [String]) -> Int? {
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return Int(arguments[index + 1])
+}
+
+/// Sets RLIMIT_NOFILE's soft limit to `limit`, raising the hard one if it is lower and
+/// that is allowed, else stopping at the hard one.
+private func setDescriptorLimit(_ limit: Int) -> Bool {
+    let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+    var value = rlimit()
+    getrlimit(resource, &value)
+    var raised = value
+    raised.rlim_cur = rlim_t(limit)
+    raised.rlim_max = max(value.rlim_max, rlim_t(limit))
+    if setrlimit(resource, &raised) == 0 { return true }
+    value.rlim_cur = min(rlim_t(limit), value.rlim_max)
+    return setrlimit(resource, &value) == 0
 }
 
 private func usage(_ text: String) -> Int32 {

@@ -16,6 +16,7 @@ let scenarios: [String: Scenario] = [
     "names-churn": namesChurn,
     "names-stress": namesStress,
     "names-try": namesTry,
+    "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
 ]
 

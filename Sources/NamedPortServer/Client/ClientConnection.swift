@@ -40,7 +40,8 @@ final class ClientConnection: Sendable {
     }
 
     private enum Pending {
-        case waiting
+        /// No reply yet; the fields of its parts so far (`more`, version 3), in order.
+        case waiting([WireComponent])
         case arrived(IncomingFrame)
     }
 
@@ -80,10 +81,16 @@ final class ClientConnection: Sendable {
 
     // MARK: Connecting
 
-    /// Connects to the server at `address` within `timeout` (in direct mode).
-    /// - Throws: `serverUnavailable` (nothing listens, or no file), `permissionDenied`
-    ///   (the socket or its directory is not ours), `timedOut` (a full backlog).
-    static func open(address: String, timeout: Duration) throws(NameServerError) -> ClientConnection {
+    /// Connects to the server at `address` within `timeout` (in direct mode), if it is
+    /// one this client trusts (`ServerTrust`).
+    /// - Throws: `untrustedServer` (checked before anything is sent), `serverUnavailable`
+    ///   (nothing listens, or no file), `permissionDenied` (the socket or its directory is
+    ///   not ours), `timedOut` (a full backlog).
+    static func open(
+        address: String, timeout: Duration, trustedUsers: Set<UInt32> = []
+    ) throws(NameServerError) -> ClientConnection {
+        let trust = ServerTrust(address: address, trustedUsers: trustedUsers)
+        try trust.checkDirectory()
         let socket: FileDescriptor
         do {
             socket = try UnixSocket.make(nonBlocking: false)
@@ -107,6 +114,12 @@ final class ClientConnection: Sendable {
                 throw .serverUnavailable(address: address, reason: "\(error)")
             default: throw .serverUnavailable(address: address, reason: "connect: \(error)")
             }
+        }
+        do {
+            try trust.checkServer(on: socket)
+        } catch {
+            try? socket.close()
+            throw error
         }
         return ClientConnection(address: address, socket: socket)
     }
@@ -178,15 +191,19 @@ final class ClientConnection: Sendable {
             if let ended = state.ended { throw ended }
             let sequence = state.nextSequence
             state.nextSequence += 1
-            state.pending[sequence] = .waiting
+            state.pending[sequence] = .waiting([])
             return sequence
         }
         do {
             let message = WireMessage(kind: .request, id: operation, sequence: sequence, components: components)
             try write(try message.frame(with: descriptors), deadline: deadline)
         } catch {
-            state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
-            throw error
+            // A server that closed its end may have said why first (a `closing` notice):
+            // the reader finds it before the end, and the wait below returns it.
+            guard case .connectionLost = error, !writer.withLock({ $0.socketClosed }) else {
+                state.withLock { _ = $0.pending.removeValue(forKey: sequence) }
+                throw error
+            }
         }
         let outcome = awaitOutcome(until: deadline) { state -> Result<IncomingFrame, NameServerError>? in
             if case .arrived(let frame)? = state.pending[sequence] {
@@ -213,7 +230,7 @@ final class ClientConnection: Sendable {
         }
         guard frame.message.id == NameStatus.ok.rawValue else {
             closeDescriptors(frame.descriptors)
-            throw NameReply.decode(status: frame.message.id, frame.message.components)
+            throw NameReply.decode(status: frame.message.id, frame.message.components, address: address)
         }
         return frame
     }
@@ -309,6 +326,9 @@ final class ClientConnection: Sendable {
                         throw .timedOut(operation: "writing to the name server at \(address)")
                     }
                 case .failure:
+                    // The stream is unusable: shut it so the reader reaches its end (after
+                    // anything the server sent before it closed, such as why).
+                    socket.shutdown()
                     throw .connectionLost(address: address)
                 }
             }
@@ -392,15 +412,29 @@ final class ClientConnection: Sendable {
         switch message.kind {
         case .reply:
             let taken = state.withLock { state -> Bool in
-                guard case .waiting? = state.pending[message.sequence] else { return false }
-                state.pending[message.sequence] = .arrived(frame)
+                guard case .waiting? = state.pending[message.sequence],
+                      case .waiting(var parts)? = state.pending.removeValue(forKey: message.sequence) else { return false }
+                if message.id == NameStatus.more.rawValue {
+                    // Taken out of the table first, so the parts grow in place.
+                    parts += message.components
+                    state.pending[message.sequence] = .waiting(parts)
+                    return false
+                }
+                var whole = frame
+                if message.id == NameStatus.ok.rawValue && !parts.isEmpty { whole.message.components = parts + message.components }
+                state.pending[message.sequence] = .arrived(whole)
                 return true
             }
-            if taken { state.broadcast() } else { closeDescriptors(frame.descriptors) }
+            if taken {
+                state.broadcast()
+            } else if message.id != NameStatus.more.rawValue {
+                closeDescriptors(frame.descriptors)
+            }
         case .message:
             switch NameNotice(rawValue: message.id) {
             case .connectionOffer?: adopt(frame)
             case .appeared?, .vanished?: deliverEvent(frame)
+            case .closing?: noteFarewell(frame)
             case nil: closeDescriptors(frame.descriptors)
             }
         default:
@@ -425,6 +459,19 @@ final class ClientConnection: Sendable {
         // The port owns the socket even when it refuses it (invalidated): it closes it,
         // and the looker sees its peer gone.
         try? port.adoptConnection(connectionSocket)
+    }
+
+    /// The server says why it is about to close the connection: that is the error every
+    /// call gets from now on, rather than a bare `connectionLost`.
+    private func noteFarewell(_ frame: IncomingFrame) {
+        closeDescriptors(frame.descriptors)
+        var fields = NameFieldReader(frame.message.components)
+        guard let status = try? fields.integer(), let raw = UInt32(exactly: status) else { return }
+        let error = NameReply.decode(status: raw, Array(frame.message.components.dropFirst()), address: address)
+        state.withLock { state in
+            if state.ended == nil { state.ended = error }
+        }
+        state.broadcast()
     }
 
     private func deliverEvent(_ frame: IncomingFrame) {

@@ -50,14 +50,21 @@ public final class NameServerClient: Sendable {
     ///   - startingServerIfNeeded: when no server answers, start one in this process
     ///     (`NameServer.embedded(at:)`) and connect to it. It serves other processes too,
     ///     for as long as this process lives.
+    ///   - trustedServerUsers: users besides this one and root whose server the client
+    ///     accepts. Any other server is refused before a byte is sent to it, as is a
+    ///     default-address directory that such a user owns or that others may write to.
     /// - Throws: `serverUnavailable` (with the address and how to start a server),
-    ///   `permissionDenied`, `timedOut`, `protocolError` (not a PortKit name server).
+    ///   `untrustedServer` (naming the address and the owner found), `permissionDenied`
+    ///   (the server's policy refuses this user), `serverBusy` (the server is at its
+    ///   connection limit or out of descriptors), `timedOut`, `protocolError` (not a
+    ///   PortKit name server).
     public static func connect(
-        to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false
+        to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
+        trustedServerUsers: Set<UInt32> = []
     ) throws(NameServerError) -> NameServerClient {
         let address = NameServerAddress.resolve(address)
         do {
-            return try connectOnce(address, timeout: timeout)
+            return try connectOnce(address, timeout: timeout, trustedServerUsers)
         } catch {
             guard case .serverUnavailable = error, startingServerIfNeeded else { throw error }
         }
@@ -67,15 +74,27 @@ public final class NameServerClient: Sendable {
             // Another process started one at the same moment: use that one.
             guard case .addressInUse = error else { throw error }
         }
-        return try connectOnce(address, timeout: timeout)
+        return try connectOnce(address, timeout: timeout, trustedServerUsers)
     }
 
-    private static func connectOnce(_ address: String, timeout: Duration) throws(NameServerError) -> NameServerClient {
-        let connection = try ClientConnection.open(address: address, timeout: timeout)
-        do {
-            let hello = try connection.request(
-                .hello, [NameField.integer(nameProtocolVersion)], deadline: .now + timeout,
-                describing: "the name server at \(address) to say hello")
+    private static func connectOnce(
+        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+    ) throws(NameServerError) -> NameServerClient {
+        let connection = try ClientConnection.open(address: address, timeout: timeout, trustedUsers: trustedServerUsers)
+        do throws(NameServerError) {
+            let deadline = ContinuousClock.now + timeout
+            func sayHello(_ version: UInt64) throws(NameServerError) -> IncomingFrame {
+                try connection.request(
+                    .hello, [NameField.integer(version)], deadline: deadline, describing: "the name server at \(address) to say hello")
+            }
+            let hello: IncomingFrame
+            do throws(NameServerError) {
+                hello = try sayHello(nameProtocolVersion)
+            } catch {
+                // A server of version 2 refuses version 3 and keeps the connection: ask for 2.
+                guard case .protocolError = error else { throw error }
+                hello = try sayHello(2)
+            }
             var fields = NameFieldReader(hello.message.components)
             let pid = try fields.pid()
             _ = try fields.uid()
@@ -147,12 +166,14 @@ public final class NameServerClient: Sendable {
     }
 
     /// Looks `name` up and returns a send port already connected to its owner's port.
+    /// A server out of descriptors answers `serverBusy`.
     ///
     /// With `wait`, a name not yet registered is waited for, up to that long, and the
     /// lookup returns as soon as someone registers it: no start-up race between a
     /// server and its clients.
     /// - Throws: `notFound` (no wait), `timedOut` (the wait passed), `invalidName`,
-    ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `connectionLost`.
+    ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `serverBusy`,
+    ///   `connectionLost`.
     public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> SendPort {
         let reply = try lookup(.lookup, name, wait)
         var fields = NameFieldReader(reply.message.components)

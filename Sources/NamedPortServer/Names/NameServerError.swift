@@ -28,6 +28,14 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     case connectionLost(address: String)
     /// The peer broke the name protocol (a malformed or unexpected frame).
     case protocolError(String)
+    /// The client refused what listens at `address`: the server's process (SO_PEERCRED)
+    /// or the default address's directory belongs to `ownerUID`, which is neither this
+    /// user, nor root, nor a user the caller trusts, or the directory is writable by
+    /// others. Nothing was sent to it.
+    case untrustedServer(address: String, ownerUID: UInt32, reason: String)
+    /// The server at `address` is out of resources (descriptors, or its connection
+    /// limit) and turned the request or the connection away; trying again later may work.
+    case serverBusy(address: String, reason: String)
     /// A system call failed.
     case system(operation: String, errno: Int32)
 
@@ -87,6 +95,10 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "name protocol error: \(detail)"
         case .system(let operation, let errno):
             return "\(operation) failed: \(Errno(rawValue: errno))"
+        case .untrustedServer(let address, let owner, let reason):
+            return "not trusting the name server at \(address): \(reason) (owner uid \(owner))"
+        case .serverBusy(let address, let reason):
+            return "the name server at \(address) is busy: \(reason); try again later"
         }
     }
 }

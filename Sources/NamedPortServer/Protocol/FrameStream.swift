@@ -17,10 +17,20 @@ enum StreamEnd: Error, Sendable {
 /// that carried them, so they are queued in arrival order and each frame, once whole,
 /// takes as many from the front as its header announces (docs/WIRE.md, stream framing).
 struct FrameReader {
-    private var splitter = WireFrameSplitter()
+    private var splitter: WireFrameSplitter
     /// Received descriptors no frame has claimed yet; owned here until claimed.
     private var unclaimed: [CInt] = []
-    private var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+    private var buffer: [UInt8]
+
+    /// A reader refusing frames past `limits` at their header; reading `readSize` bytes
+    /// at a time.
+    init(limits: WireLimits = .default, readSize: Int = 16 * 1024) {
+        splitter = WireFrameSplitter(limits: limits)
+        buffer = [UInt8](repeating: 0, count: readSize)
+    }
+
+    /// Bytes received and kept for a frame not yet whole.
+    var bufferedByteCount: Int { splitter.bufferedByteCount }
 
     /// Descriptors one read can take. A stream `recvmsg` returns the descriptors of one
     /// `sendmsg` at most, and the name protocol sends at most one per frame, a frame per
@@ -72,7 +82,8 @@ struct FrameReader {
             } catch {
                 return .malformed("\(error)")
             }
-            let header = bytes.withUnsafeBytes { raw in try? WireHeader.parse(raw, limits: .default) }
+            let limits = splitter.limits
+            let header = bytes.withUnsafeBytes { raw in try? WireHeader.parse(raw, limits: limits) }
             guard let header = header ?? nil else { return .malformed("a frame header the splitter accepted failed to parse") }
             guard header.descriptorCount <= unclaimed.count else {
                 return .malformed("a frame announces \(header.descriptorCount) descriptors, \(unclaimed.count) arrived")
@@ -80,7 +91,7 @@ struct FrameReader {
             let descriptors = Array(unclaimed.prefix(header.descriptorCount))
             unclaimed.removeFirst(header.descriptorCount)
             do {
-                let message = try WireCodec.decode(bytes, descriptorCount: descriptors.count)
+                let message = try WireCodec.decode(bytes, descriptorCount: descriptors.count, limits: limits)
                 frames.append(IncomingFrame(message: message, descriptors: descriptors))
             } catch {
                 closeDescriptors(descriptors)

@@ -8,8 +8,12 @@ import PortMessaging
 // A brokered connection travels as a port component (SCM_RIGHTS).
 
 /// The protocol version the hello exchange carries. Version 2 adds the offer channel of a
-/// registration (docs/NAMES.md); a version 2 server serves version 1 clients too.
-let nameProtocolVersion: UInt64 = 2
+/// registration, version 3 replies in parts (`more`) and the `busy` status (docs/NAMES.md);
+/// a server serves every older version too.
+let nameProtocolVersion: UInt64 = 3
+
+/// The first version whose clients take a reply in parts and the `busy` status.
+let partedRepliesVersion: UInt64 = 3
 
 /// The oldest version a server still serves.
 let oldestNameProtocolVersion: UInt64 = 1
@@ -46,6 +50,9 @@ enum NameNotice: UInt32, Sendable {
     case appeared = 101
     /// [watch id, name, pid, uid]
     case vanished = 102
+    /// [status, the fields of that status's reply]: why the server closes the connection,
+    /// sent just before it does (a user the policy refuses, a server out of resources).
+    case closing = 103
 }
 
 /// How a request went: the id of a `.reply` frame.
@@ -67,6 +74,49 @@ package enum NameStatus: UInt32, Sendable {
     case limitExceeded = 7
     /// [detail]
     case badRequest = 8
+    /// [part of the ok fields] (version 3): the reply goes on in the next frame of the
+    /// same sequence; the client joins the parts' fields in order.
+    case more = 9
+    /// [reason] (version 3): out of resources; older clients get `badRequest`.
+    case busy = 10
+}
+
+/// What a server reads from a client: every request is a few hundred bytes at most (a
+/// register: a 255-byte name and an offer channel), so a frame is refused at its header
+/// past 4 KiB, and its body is never buffered.
+let requestLimits = WireLimits(maxFrameBytes: 4096, maxComponents: 16, maxDescriptors: 1)
+
+/// The most fields and bytes one reply frame carries; a longer reply (a `list` or a watch
+/// snapshot of many names) goes in parts (`more`) to a version 3 client.
+let maxReplyPartComponents = WireLimits.default.maxComponents
+let maxReplyPartBytes = 64 * 1024
+
+/// The fields of an ok reply cut into frames' worth, in order (one part at least).
+func replyParts(_ components: [WireComponent]) -> [[WireComponent]] {
+    var parts: [[WireComponent]] = []
+    var current: [WireComponent] = []
+    var bytes = 0
+    for component in components {
+        // A component's encoded size: its 5-byte header and, for bytes, the payload.
+        let size = 5 + (component.byteCount ?? 0)
+        if !current.isEmpty && (current.count == maxReplyPartComponents || bytes + size > maxReplyPartBytes) {
+            parts.append(current)
+            current = []
+            bytes = 0
+        }
+        current.append(component)
+        bytes += size
+    }
+    parts.append(current)
+    return parts
+}
+
+extension WireComponent {
+    /// The payload length of a bytes component; `nil` for a port or a descriptor.
+    var byteCount: Int? {
+        if case .bytes(let bytes) = self { return bytes.count }
+        return nil
+    }
 }
 
 /// The longest a lookup may wait for a name, whatever the client asks (one day).
@@ -162,8 +212,8 @@ struct NameFieldReader {
 
 /// Errors to and from reply statuses, in one place for both sides.
 enum NameReply {
-    /// The status and fields that carry `error` to a client.
-    static func encode(_ error: NameServerError) -> (NameStatus, [WireComponent]) {
+    /// The status and fields that carry `error` to a client of protocol `version`.
+    static func encode(_ error: NameServerError, version: UInt64 = nameProtocolVersion) -> (NameStatus, [WireComponent]) {
         typealias F = NameField
         switch error {
         case .nameTaken(let name, let pid): return (.nameTaken, [F.string(name), F.integer(pid)])
@@ -183,18 +233,19 @@ enum NameReply {
         case .notOwner(let name, let pid): return (.notOwner, [F.string(name), F.integer(pid)])
         case .limitExceeded(let what, let limit): return (.limitExceeded, [F.string(what), F.integer(limit)])
         case .protocolError(let detail): return (.badRequest, [F.string(detail)])
-        case .serverUnavailable, .addressInUse, .connectionLost, .system:
+        case .serverBusy(_, let reason) where version >= partedRepliesVersion: return (.busy, [F.string(reason)])
+        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .serverBusy:
             return (.badRequest, [F.string(error.description)])
         }
     }
 
-    /// The error a non-ok reply stands for.
-    static func decode(status rawStatus: UInt32, _ components: [WireComponent]) -> NameServerError {
+    /// The error a non-ok reply from the server at `address` stands for.
+    static func decode(status rawStatus: UInt32, _ components: [WireComponent], address: String) -> NameServerError {
         guard let status = NameStatus(rawValue: rawStatus) else { return .protocolError("unknown status \(rawStatus)") }
         var fields = NameFieldReader(components)
         do throws(NameServerError) {
             switch status {
-            case .ok: return .protocolError("an ok reply is not an error")
+            case .ok, .more: return .protocolError("an ok reply is not an error")
             case .nameTaken: return .nameTaken(name: try fields.string(), ownerPID: try fields.pid())
             case .notFound: return .notFound(name: try fields.string())
             case .timedOut: return .timedOut(operation: try fields.string())
@@ -215,6 +266,7 @@ enum NameReply {
             case .notOwner: return .notOwner(name: try fields.string(), ownerPID: try fields.pid())
             case .limitExceeded: return .limitExceeded(what: try fields.string(), limit: Int(clamping: try fields.integer()))
             case .badRequest: return .protocolError("the server refused the request: \(try fields.string())")
+            case .busy: return .serverBusy(address: address, reason: try fields.string())
             }
         } catch {
             return error

@@ -155,20 +155,32 @@ public final class NameServer: Sendable {
     /// How many connections, names, waiting lookups and watches the server holds now.
     /// - Throws: `connectionLost` once the server has stopped.
     public func counts() throws(NameServerError) -> NameServerCounts {
+        try onServerThread { $0.counts }
+    }
+
+    /// The most bytes one connection has had buffered for a request not yet whole, since
+    /// the server started (for tests: the frame limit holds).
+    func peakBufferedRequestBytes() throws(NameServerError) -> Int {
+        try onServerThread { $0.peakBufferedBytes }
+    }
+
+    /// Runs `body` with the core on the server's thread and returns what it returned.
+    private func onServerThread<T: Sendable>(_ body: @escaping @Sendable (NameServerCore) -> T) throws(NameServerError) -> T {
         let core = self.core
-        let result = ConditionLock<NameServerCounts?>(nil)
+        let result = ConditionLock<T?>(nil)
         do {
             try thread.execute {
-                result.withLock { $0 = core.counts }
+                let value = body(core)
+                result.withLock { $0 = value }
                 result.broadcast()
             }
         } catch {
             throw .connectionLost(address: address)
         }
-        guard let counts = result.wait(until: .now + .seconds(30), { $0 }) else {
-            throw .timedOut(operation: "asking the name server thread for its counts")
+        guard let value = result.wait(until: .now + .seconds(30), { $0 }) else {
+            throw .timedOut(operation: "asking the name server thread")
         }
-        return counts
+        return value
     }
 
     /// Whether `stop()` has been called.
@@ -188,4 +200,7 @@ public struct NameServerCounts: Hashable, Sendable {
     public var waitingLookups: Int
     /// Open watches.
     public var watches: Int
+    /// Bytes received for requests not yet whole, over every connection (each is refused
+    /// past a few KiB, at its header).
+    public var bufferedRequestBytes: Int = 0
 }

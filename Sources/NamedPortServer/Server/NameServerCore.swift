@@ -12,29 +12,35 @@ import PortMessaging
 // performed on it (`start` adds a source, `shutdown` is performed); nothing else touches
 // the state. The lets are immutable.
 final class NameServerCore: @unchecked Sendable {
+    // The members are internal, not private, only so that the core's other files
+    // (accepting, output) reach them; nothing outside the core touches them.
 
     let loop: ThreadLoop
     let policy: NameServerPolicy
     let listener: ServerListener
-    private let serverPID = getpid()
-    private let serverUID = UInt32(getuid())
+    let serverPID = getpid()
+    let serverUID = UInt32(getuid())
 
-    private var listenSource: DescriptorSource?
-    private var acceptPauseTimer: LoopTimer?
-    private var connections: [UInt64: ServerConnection] = [:]
-    private var nextConnectionID: UInt64 = 1
-    private var names: [String: Registration] = [:]
-    private var watchers: [WatchKey: WatchFilter] = [:]
-    private var waitersByName: [String: [UInt64]] = [:]
-    private var waiters: [UInt64: WaitingLookup] = [:]
-    private var nextWaiterID: UInt64 = 1
+    var listenSource: DescriptorSource?
+    var acceptPauseTimer: LoopTimer?
+    var connections: [UInt64: ServerConnection] = [:]
+    var nextConnectionID: UInt64 = 1
+    var names: [String: Registration] = [:]
+    var watchers: [WatchKey: WatchFilter] = [:]
+    var waitersByName: [String: [UInt64]] = [:]
+    var waiters: [UInt64: WaitingLookup] = [:]
+    var nextWaiterID: UInt64 = 1
     /// Connections that queued output during the current callback.
-    private var unflushed: [ServerConnection] = []
+    var unflushed: [ServerConnection] = []
     /// Connections to close at the end of the current callback.
-    private var doomed: [ServerConnection] = []
-    private var isShutDown = false
+    var doomed: [ServerConnection] = []
+    var isShutDown = false
     /// Refusal counters and the event handler (NameServerStatus.swift).
-    private var statistics: ServerStatistics
+    var statistics: ServerStatistics
+    /// Closed to make room when accepting runs out of descriptors.
+    var spare = SpareDescriptor()
+    /// The most bytes one connection has had buffered for a request not yet whole.
+    var peakBufferedBytes = 0
 
     init(loop: ThreadLoop, listener: ServerListener, policy: NameServerPolicy, events: NameServerEventHandler? = nil) {
         self.loop = loop
@@ -50,7 +56,7 @@ final class NameServerCore: @unchecked Sendable {
         try watchListener()
     }
 
-    private func watchListener() throws(NameServerError) {
+    func watchListener() throws(NameServerError) {
         let source = DescriptorSource(descriptor: listener.socket.rawValue, events: .readable) { [unowned self] _, _ in
             self.acceptAll()
         }
@@ -70,6 +76,7 @@ final class NameServerCore: @unchecked Sendable {
         listenSource = nil
         acceptPauseTimer?.invalidate()
         listener.close()
+        spare.close()
         for waiter in waiters.values { waiter.timer?.invalidate() }
         waiters = [:]
         waitersByName = [:]
@@ -78,6 +85,7 @@ final class NameServerCore: @unchecked Sendable {
         names = [:]
         for connection in connections.values {
             connection.source?.invalidate()
+            connection.deadlineTimer?.invalidate()
             connection.output.discard()
             connection.reader.discard()
             try? connection.socket.close()
@@ -90,58 +98,12 @@ final class NameServerCore: @unchecked Sendable {
     /// Counts of what the server holds, for tests and diagnostics. On the loop's thread.
     var counts: NameServerCounts {
         NameServerCounts(
-            connections: connections.count, names: names.count, waitingLookups: waiters.count, watches: watchers.count)
-    }
-
-    // MARK: Accepting
-
-    private func acceptAll() {
-        for _ in 0..<64 {
-            let accepted: FileDescriptor?
-            do {
-                accepted = try UnixSocket.accept(listener.socket)
-            } catch {
-                // Out of descriptors (EMFILE/ENFILE) leaves the listener readable: pause
-                // accepting briefly rather than spin.
-                pauseAccepting()
-                break
-            }
-            guard let socket = accepted else { break }
-            guard let credentials = try? socket.peerCredentials() else {
-                try? socket.close()
-                continue
-            }
-            guard connections.count < policy.maxConnections else {
-                try? socket.close()
-                statistics.refusedConnection(
-                    pid: credentials.pid, uid: UInt32(credentials.uid),
-                    reason: "limit reached: at most \(policy.maxConnections) connections")
-                continue
-            }
-            let connection = ServerConnection(
-                id: nextConnectionID, socket: socket, pid: credentials.pid, uid: UInt32(credentials.uid))
-            nextConnectionID += 1
-            connections[connection.id] = connection
-            statistics.report(.connectionOpened(pid: connection.pid, uid: connection.uid))
-            watch(connection, writable: false)
-        }
-        settle()
-    }
-
-    private func pauseAccepting() {
-        listenSource?.invalidate()
-        listenSource = nil
-        let timer = LoopTimer(after: .milliseconds(50)) { [unowned self] _ in
-            self.acceptPauseTimer = nil
-            guard !self.isShutDown else { return }
-            try? self.watchListener()
-        }
-        acceptPauseTimer = timer
-        try? loop.add(timer, forMode: .default)
+            connections: connections.count, names: names.count, waitingLookups: waiters.count, watches: watchers.count,
+            bufferedRequestBytes: connections.values.reduce(0) { $0 + $1.reader.bufferedByteCount })
     }
 
     /// (Re)makes the connection's source: readable, and writable while output waits.
-    private func watch(_ connection: ServerConnection, writable: Bool) {
+    func watch(_ connection: ServerConnection, writable: Bool) {
         if connection.source != nil && connection.watchesWritable == writable { return }
         connection.source?.invalidate()
         let id = connection.id
@@ -161,7 +123,7 @@ final class NameServerCore: @unchecked Sendable {
 
     // MARK: Serving a connection
 
-    private func service(_ id: UInt64, _ events: DescriptorEvents) {
+    func service(_ id: UInt64, _ events: DescriptorEvents) {
         guard let connection = connections[id], !connection.isDoomed else { return }
         if events.contains(.writable) { flush(connection) }
         if !events.subtracting(.writable).isEmpty {
@@ -178,11 +140,13 @@ final class NameServerCore: @unchecked Sendable {
                 }
             }
             if let end { doom(connection, .stream(end)) }
+            // After the requests, which may have said hello or taken a name.
+            if !connection.isDoomed { noteProgress(connection, completed: !frames.isEmpty) }
         }
         settle()
     }
 
-    private func handle(_ frame: IncomingFrame, from connection: ServerConnection) {
+    func handle(_ frame: IncomingFrame, from connection: ServerConnection) {
         let message = frame.message
         // A register may carry one descriptor (its offer channel); no other request any.
         guard frame.descriptors.isEmpty
@@ -218,7 +182,7 @@ final class NameServerCore: @unchecked Sendable {
     }
 
     /// What a request comes to.
-    private enum RequestOutcome {
+    enum RequestOutcome {
         /// Reply with these fields (and descriptors), then do `then` (tell watchers, answer
         /// waiting lookups) so that the requester hears of its success first.
         case reply(Answer, then: (() -> Void)? = nil)
@@ -232,7 +196,7 @@ final class NameServerCore: @unchecked Sendable {
 
     /// The fields of an ok reply and the descriptors they refer to (the requester's end of
     /// a brokered connection), which the reply takes over.
-    private struct Answer {
+    struct Answer {
         var components: [WireComponent]
         var descriptors: [CInt]
         /// Sent once the reply is queued: the owner's end of a brokered connection.
@@ -241,7 +205,7 @@ final class NameServerCore: @unchecked Sendable {
 
     /// Carries out one request.
     /// `descriptors` came with the request; one it keeps is removed from the list.
-    private func perform(
+    func perform(
         _ operation: NameOperation, _ fields: inout NameFieldReader, _ descriptors: inout [CInt],
         _ connection: ServerConnection, sequence: UInt64
     ) throws(NameServerError) -> RequestOutcome {
@@ -257,6 +221,7 @@ final class NameServerCore: @unchecked Sendable {
                 throw .protocolError(
                     "protocol version \(version) asked, this server speaks \(oldestNameProtocolVersion) to \(nameProtocolVersion)")
             }
+            connection.version = version
             return .reply([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)])
 
         case .register:
@@ -331,13 +296,15 @@ final class NameServerCore: @unchecked Sendable {
 
     /// The reply of a lookup of a held name; for `lookup`, brokers a fresh connection: one
     /// end goes to the owner now, the other travels in the reply.
-    private func answer(lookupOf holder: Registration, wantsPort: Bool) throws(NameServerError) -> Answer {
+    func answer(lookupOf holder: Registration, wantsPort: Bool) throws(NameServerError) -> Answer {
         let identity = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
         guard wantsPort else { return Answer(components: identity, descriptors: []) }
         guard let owner = connections[holder.connectionID] else { throw .notFound(name: holder.owner.name) }
         let ends: (FileDescriptor, FileDescriptor)
         do {
             ends = try FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: true)
+        } catch where error.rawValue == EMFILE || error.rawValue == ENFILE {
+            throw .serverBusy(address: listener.address, reason: "out of descriptors for a connection to '\(holder.owner.name)' (\(error))")
         } catch {
             throw .system(operation: "socketpair", errno: error.rawValue)
         }
@@ -357,7 +324,7 @@ final class NameServerCore: @unchecked Sendable {
     }
 
     /// The offer channel a register carries (version 2), made non-blocking; `nil` if none.
-    private func offerChannel(_ fields: inout NameFieldReader, _ descriptors: inout [CInt]) throws(NameServerError) -> FileDescriptor? {
+    func offerChannel(_ fields: inout NameFieldReader, _ descriptors: inout [CInt]) throws(NameServerError) -> FileDescriptor? {
         guard !fields.atEnd else {
             guard descriptors.isEmpty else { throw .protocolError("a descriptor without its field") }
             return nil
@@ -385,7 +352,7 @@ final class NameServerCore: @unchecked Sendable {
     /// the socket is full) loses this connection (the looker sees its peer gone); one that
     /// took only part of it is broken, and the name's later offers go over the owner's
     /// connection to the server instead.
-    private func offer(_ end: FileDescriptor, through channel: FileDescriptor, name: String) {
+    func offer(_ end: FileDescriptor, through channel: FileDescriptor, name: String) {
         defer { try? end.close() }  // once sent, the kernel holds its own reference
         guard let frame = Self.adoptFrame else { return }
         let outcome = frame.withUnsafeBytes { raw in
@@ -399,7 +366,7 @@ final class NameServerCore: @unchecked Sendable {
         }
     }
 
-    private func addWaiter(name: String, _ connection: ServerConnection, sequence: UInt64, wantsPort: Bool, milliseconds: UInt64) {
+    func addWaiter(name: String, _ connection: ServerConnection, sequence: UInt64, wantsPort: Bool, milliseconds: UInt64) {
         let waiter = WaitingLookup(
             id: nextWaiterID, name: name, connectionID: connection.id, sequence: sequence, wantsPort: wantsPort)
         nextWaiterID += 1
@@ -414,7 +381,7 @@ final class NameServerCore: @unchecked Sendable {
         try? loop.add(timer, forMode: .default)
     }
 
-    private func removeWaiter(_ id: UInt64) -> WaitingLookup? {
+    func removeWaiter(_ id: UInt64) -> WaitingLookup? {
         guard let waiter = waiters.removeValue(forKey: id) else { return nil }
         waiter.timer?.invalidate()
         waitersByName[waiter.name]?.removeAll { $0 == id }
@@ -423,7 +390,7 @@ final class NameServerCore: @unchecked Sendable {
         return waiter
     }
 
-    private func waiterTimedOut(_ id: UInt64) {
+    func waiterTimedOut(_ id: UInt64) {
         guard let waiter = removeWaiter(id), let connection = connections[waiter.connectionID], !connection.isDoomed else {
             return
         }
@@ -431,7 +398,7 @@ final class NameServerCore: @unchecked Sendable {
         settle()
     }
 
-    private func answerWaiters(for name: String) {
+    func answerWaiters(for name: String) {
         guard let ids = waitersByName[name] else { return }
         for id in ids {
             guard let holder = names[name] else { return }
@@ -448,7 +415,7 @@ final class NameServerCore: @unchecked Sendable {
 
     // MARK: Watches
 
-    private func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
+    func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
         statistics.report(notice == .appeared ? .nameRegistered(owner) : .nameReleased(owner))
         for (key, filter) in watchers where filter.matches(owner.name) {
             guard let connection = connections[key.connectionID], !connection.isDoomed else { continue }
@@ -456,115 +423,5 @@ final class NameServerCore: @unchecked Sendable {
                 kind: .message, id: notice.rawValue, components: [NameField.integer(key.watchID)] + NameField.owner(owner))
             send(event, descriptors: [], to: connection)
         }
-    }
-
-    // MARK: Output
-
-    private func reply(to connection: ServerConnection, _ sequence: UInt64, _ outcome: Result<Answer, NameServerError>) {
-        switch outcome {
-        case .success(let answer):
-            let message = WireMessage(kind: .reply, id: NameStatus.ok.rawValue, sequence: sequence, components: answer.components)
-            send(message, descriptors: answer.descriptors, to: connection)
-            if let then = answer.then {
-                // What the request causes for others (an owner's offer, watchers' events)
-                // waits until the requester's answer is written, not just queued.
-                if connection.hasUnflushedOutput { flush(connection) }
-                then()
-            }
-        case .failure(let error):
-            statistics.refused(error, pid: connection.pid, uid: connection.uid)
-            let (status, components) = NameReply.encode(error)
-            send(WireMessage(kind: .reply, id: status.rawValue, sequence: sequence, components: components), descriptors: [], to: connection)
-        }
-    }
-
-    private func send(_ message: WireMessage, descriptors: [CInt], to connection: ServerConnection) {
-        guard !connection.isDoomed else {
-            closeDescriptors(descriptors)
-            return
-        }
-        let frame: OutgoingFrame
-        do {
-            frame = try message.frame(with: descriptors)
-        } catch {
-            closeDescriptors(descriptors)
-            doom(connection, .refused("\(error)"))
-            return
-        }
-        connection.output.append(frame)
-        guard connection.output.queuedBytes <= policy.maxQueuedBytesPerConnection else {
-            doom(connection, .refused("does not read: \(connection.output.queuedBytes) bytes queued"))
-            return
-        }
-        if !connection.hasUnflushedOutput {
-            connection.hasUnflushedOutput = true
-            unflushed.append(connection)
-        }
-    }
-
-    private func flush(_ connection: ServerConnection) {
-        connection.hasUnflushedOutput = false
-        guard !connection.isDoomed else { return }
-        switch connection.output.flush(to: connection.socket) {
-        case .drained: watch(connection, writable: false)
-        case .blocked: watch(connection, writable: true)
-        case .failed(let error): doom(connection, .refused("write failed: \(error)"))
-        }
-    }
-
-    // MARK: Ending connections
-
-    private func doom(_ connection: ServerConnection, _ reason: ConnectionEnd) {
-        guard !connection.isDoomed else { return }
-        connection.isDoomed = true
-        connection.doomReason = reason
-        doomed.append(connection)
-        if case .refused(let why) = reason {
-            statistics.refusedConnection(pid: connection.pid, uid: connection.uid, reason: why)
-        } else {
-            statistics.report(.connectionClosed(pid: connection.pid, uid: connection.uid))
-        }
-    }
-
-    /// The end of every callback: release what must go (queuing `vanished` for its
-    /// watchers), write what was queued, then tear the released connections down, until
-    /// nothing is left. Watchers are written to before a dead connection's socket and
-    /// source are closed: telling them is the latency that counts, closing costs more.
-    private func settle() {
-        while !unflushed.isEmpty || !doomed.isEmpty {
-            let toClose = doomed
-            doomed = []
-            for connection in toClose { release(connection) }
-            let toFlush = unflushed
-            unflushed = []
-            for connection in toFlush { flush(connection) }
-            for connection in toClose { tearDown(connection) }
-        }
-    }
-
-    /// Forgets a doomed connection: its waiting lookups and watches are dropped, its names
-    /// released in name order and their watchers told (queued, not yet written).
-    private func release(_ connection: ServerConnection) {
-        guard connections.removeValue(forKey: connection.id) != nil else { return }
-        for id in connection.waitingLookups { _ = removeWaiter(id) }
-        for watchID in connection.watches.keys {
-            watchers[WatchKey(connectionID: connection.id, watchID: watchID)] = nil
-        }
-        connection.watches = [:]
-        for name in connection.names.sorted() {
-            guard let holder = names.removeValue(forKey: name) else { continue }
-            try? holder.offerChannel?.close()
-            notifyWatchers(.vanished, holder.owner)
-        }
-        connection.names = []
-    }
-
-    /// Closes a released connection's source, socket and unsent descriptors.
-    private func tearDown(_ connection: ServerConnection) {
-        connection.source?.invalidate()
-        connection.source = nil
-        connection.output.discard()
-        connection.reader.discard()
-        try? connection.socket.close()
     }
 }

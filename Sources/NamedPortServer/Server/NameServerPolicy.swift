@@ -14,7 +14,8 @@ public struct NameServerPolicy: Hashable, Sendable {
     public var maxWatchesPerConnection: Int
     /// The most lookups one connection may have waiting for a name.
     public var maxWaitingLookupsPerConnection: Int
-    /// The most client connections at once; the server closes further ones at once.
+    /// The most client connections at once; the server turns further ones away at once
+    /// (`serverBusy`). Users the policy refuses are turned away before they count.
     public var maxConnections: Int
     /// The most bytes the server keeps queued for a client that does not read (watch
     /// events, replies); past it the client is disconnected rather than buffered for ever.
@@ -22,6 +23,16 @@ public struct NameServerPolicy: Hashable, Sendable {
     /// The permission bits of the socket file the server binds; `0o600` by default. Other
     /// users need the directory's search bit as well to reach it.
     public var socketPermissions: UInt32
+    /// How long a new connection may take to say hello (10 s by default); past it the
+    /// server closes it. A connection that never speaks holds a descriptor for nothing.
+    public var helloTimeout: Duration
+    /// How long a request may take to arrive once its first byte has (30 s by default);
+    /// past it the server closes the connection, and the bytes it kept go with it.
+    public var requestTimeout: Duration
+    /// How long a connection that holds nothing (no name, watch or waiting lookup) may stay
+    /// silent before the server closes it; `nil` (the default) never closes it, because a
+    /// `NameServerClient` keeps its connection between calls and does not reconnect.
+    public var idleTimeout: Duration?
 
     /// Makes a policy; every argument has the default described on its property.
     public init(
@@ -31,7 +42,10 @@ public struct NameServerPolicy: Hashable, Sendable {
         maxWaitingLookupsPerConnection: Int = 64,
         maxConnections: Int = 4096,
         maxQueuedBytesPerConnection: Int = 4 * 1024 * 1024,
-        socketPermissions: UInt32 = 0o600
+        socketPermissions: UInt32 = 0o600,
+        helloTimeout: Duration = .seconds(10),
+        requestTimeout: Duration = .seconds(30),
+        idleTimeout: Duration? = nil
     ) {
         self.allowedUsers = allowedUsers
         self.maxNamesPerConnection = maxNamesPerConnection
@@ -40,6 +54,9 @@ public struct NameServerPolicy: Hashable, Sendable {
         self.maxConnections = maxConnections
         self.maxQueuedBytesPerConnection = maxQueuedBytesPerConnection
         self.socketPermissions = socketPermissions
+        self.helloTimeout = helloTimeout
+        self.requestTimeout = requestTimeout
+        self.idleTimeout = idleTimeout
     }
 
     /// Whether `uid` may use the server.

@@ -14,7 +14,8 @@ final class ServerConnection {
     /// The loop source watching the socket; readable, plus writable while output waits.
     var source: DescriptorSource?
     var watchesWritable = false
-    var reader = FrameReader()
+    /// Requests are small: frames past `requestLimits` are refused at their header.
+    var reader = FrameReader(limits: requestLimits, readSize: 4096)
     var output = FrameQueue()
     /// Whether output was queued since the last flush.
     var hasUnflushedOutput = false
@@ -25,6 +26,49 @@ final class ServerConnection {
     var watches: [UInt64: WatchFilter] = [:]
     /// The server's ids of this connection's waiting lookups.
     var waitingLookups: Set<UInt64> = []
+
+    /// The protocol version its hello asked for; `nil` until it says hello (then it is
+    /// answered as a version 1 client).
+    var version: UInt64?
+    /// When the connection was accepted (its hello is due `helloTimeout` after).
+    let accepted = ContinuousClock.now
+    /// When the request now arriving in part began to (`nil`: none is in part).
+    var partialSince: ContinuousClock.Instant?
+    /// When the connection last completed a request.
+    var lastActivity = ContinuousClock.now
+    /// The timer that checks the connection's deadlines (`deadline(under:)`), if armed.
+    var deadlineTimer: LoopTimer?
+
+    /// Whether the connection holds anything: a name, a watch or a waiting lookup.
+    var holdsSomething: Bool { !names.isEmpty || !watches.isEmpty || !waitingLookups.isEmpty }
+
+    /// The earliest moment one of the policy's time-outs ends the connection, and which;
+    /// `nil` when none applies now.
+    func deadline(under policy: NameServerPolicy) -> (at: ContinuousClock.Instant, timeOut: TimeOut)? {
+        var earliest: (at: ContinuousClock.Instant, timeOut: TimeOut)?
+        func consider(_ date: ContinuousClock.Instant, _ timeOut: TimeOut) {
+            if earliest.map({ date < $0.at }) ?? true { earliest = (date, timeOut) }
+        }
+        if version == nil { consider(accepted + policy.helloTimeout, .hello) }
+        if let partialSince { consider(partialSince + policy.requestTimeout, .request) }
+        // Before the hello, the hello time-out alone applies.
+        if let idle = policy.idleTimeout, version != nil, !holdsSomething { consider(lastActivity + idle, .idle) }
+        return earliest
+    }
+
+    /// The policy's time-outs, named so that no text is made unless one ends a connection.
+    enum TimeOut {
+        case hello, request, idle
+
+        /// Why the connection ends, for its end reason.
+        func reason(under policy: NameServerPolicy) -> String {
+            switch self {
+            case .hello: return "did not say hello within \(policy.helloTimeout)"
+            case .request: return "did not finish a request within \(policy.requestTimeout)"
+            case .idle: return "was idle for \(policy.idleTimeout ?? .zero)"
+            }
+        }
+    }
 
     /// Set when the connection must go: it is closed, and its names released, at the end
     /// of the current loop callback.

@@ -180,6 +180,13 @@ enum FileSystem {
         FileDescriptor(rawValue: try valueOrErrno { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }.get())
     }
 
+    /// Opens `/dev/null` for reading, close-on-exec (a spare descriptor).
+    ///
+    /// The corresponding C function is `open`.
+    static func openNull() throws(Errno) -> FileDescriptor {
+        FileDescriptor(rawValue: try valueOrErrno { open("/dev/null", O_RDONLY | O_CLOEXEC) }.get())
+    }
+
     /// Takes an exclusive `flock` without waiting; `false` if another holds it.
     ///
     /// The corresponding C function is `flock`.

@@ -1,0 +1,94 @@
+import Foundation
+import Glibc
+@testable import NamedPortServer
+import PermanentThread
+import PortMessaging
+import Testing
+
+/// A server short of resources says so: clients it cannot take are told `serverBusy` at
+/// once (not left to time out in its backlog), a lookup it cannot broker answers
+/// `serverBusy`, and users its policy refuses are closed at once without counting against
+/// its connection limit.
+@Suite("Names: a server short of resources", .serialized)
+struct ServerResourcesTests {
+    /// A server child with a low RLIMIT_NOFILE, filled with connections until it runs out.
+    @Test func aServerOutOfDescriptorsAnswersBusy() throws {
+        let directory = TestDirectory()
+        let server = try SpawnedProcess.helper("names-server", [directory.address, "--nofile", "64"])
+        defer { server.kill() }
+        #expect(try server.readLine() == "listening on \(directory.address)")
+        let loop = PortLoop()
+        let owner = try NameServerClient.connect(to: directory.address)
+        let receiver = try loop.port { Array("x: \($0.text)".utf8) }
+        try owner.register("x", port: receiver)
+        let looker = try NameServerClient.connect(to: directory.address)
+
+        // Connect until the server has no descriptor left: the next client is told at once.
+        // A generous timeout: a client left in the backlog would show as `timedOut`.
+        var fillers: [NameServerClient] = []
+        var refusal: NameServerError?
+        while refusal == nil && fillers.count < 200 {
+            do {
+                fillers.append(try NameServerClient.connect(to: directory.address, timeout: .seconds(60)))
+            } catch {
+                refusal = error
+            }
+        }
+        guard case .serverBusy(let address, let reason)? = refusal else {
+            Issue.record("after \(fillers.count) connections: \(String(describing: refusal))")
+            return
+        }
+        #expect(address == directory.address && reason.contains("out of descriptors"), "\(reason)")
+        // Again, for a second client: the spare descriptor is taken back each time.
+        #expect(throws: NameServerError.serverBusy(address: directory.address, reason: reason)) {
+            try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
+        }
+
+        // A lookup needs a socket pair: refused as busy, and the connection stays usable.
+        do {
+            _ = try looker.lookup("x")
+            Issue.record("a lookup was brokered with no descriptor to spare")
+        } catch {
+            guard case .serverBusy(let address, let reason) = error else {
+                Issue.record("lookup: \(error)")
+                return
+            }
+            #expect(address == directory.address && reason.contains("'x'"), "\(reason)")
+        }
+        #expect(try looker.owner(of: "x").pid == getpid())
+
+        // Room again: everything works.
+        for filler in fillers { filler.close() }
+        fillers = []
+        #expect(try waitFor(.seconds(60)) { try counts(server).contains("connections=2 ") })
+        let port = try looker.lookup("x")
+        #expect(try ask(port, "hi") == "x: hi")
+        port.invalidate()
+        receiver.invalidate()
+    }
+
+    /// Connections of a user the policy refuses are closed at once (after being told why):
+    /// they never fill the connection limit.
+    @Test(.enabled(if: canRunAsNobody, "a client of another user needs root and /usr/bin/setpriv"))
+    func refusedUsersAreClosedAtOnceAndNotCounted() throws {
+        try #require(ChildProcessPaths.reachableByEveryone(ChildProcessPaths.helper), "the helper must be executable by nobody")
+        let directory = TestDirectory(mode: 0o755)
+        let server = try SpawnedProcess.helper("names-server", [directory.address, "--open", "--max-connections", "2"])
+        defer { server.kill() }
+        #expect(try server.readLine() == "listening on \(directory.address)")
+
+        let squatter = try SpawnedProcess.helper("names-squat", [directory.address, "6"], asUser: "nobody")
+        defer { squatter.kill() }
+        #expect(try squatter.readLine() == "connected 6")
+        #expect(try squatter.readLine(within: .seconds(90)) == "closed 6")
+        #expect(try counts(server).contains("connections=0 "))
+
+        // The limit is still whole for admitted users, and the one past it is told so.
+        let first = try NameServerClient.connect(to: directory.address)
+        let second = try NameServerClient.connect(to: directory.address)
+        #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "limit reached: at most 2 connections")) {
+            try NameServerClient.connect(to: directory.address)
+        }
+        #expect(try first.list().isEmpty && second.list().isEmpty)
+    }
+}
