@@ -49,9 +49,14 @@ struct OperatorTests {
             path: abstract ? "portkit-test-notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max))" : directory.path + "/notify",
             abstract: abstract)
         // What systemd does with a .socket unit and a Type=notify service, by hand.
+        // systemd-socket-activate passes on only the environment it is told to: a
+        // sanitizer's options too, when the tests run under one.
+        let passed = ["NOTIFY_SOCKET", "ASAN_OPTIONS", "TSAN_OPTIONS"].filter {
+            $0 == "NOTIFY_SOCKET" || ProcessInfo.processInfo.environment[$0] != nil
+        }
         let daemon = try SpawnedProcess.spawn(
             Self.socketActivate,
-            ["-l", directory.address, "-E", "NOTIFY_SOCKET", ChildProcessPaths.portnamed, "--log-level", "debug"],
+            ["-l", directory.address] + passed.flatMap { ["-E", $0] } + [ChildProcessPaths.portnamed, "--log-level", "debug"],
             environment: ["NOTIFY_SOCKET": notify.address, "PORTKIT_NAME_SERVER": "/nonexistent/elsewhere.sock"])
         defer { daemon.kill() }
         // systemd-socket-activate binds, then listens (a connect in between is refused),
