@@ -30,6 +30,12 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case notScheduled
     /// The port is scheduled already; a port is scheduled once.
     case alreadyScheduled
+    /// Another port listens at this address (`ReceivePort.listen(at:)`).
+    case addressInUse(String)
+    /// Nothing listens at this address (`SendPort.connect(to:)`).
+    case noListener(String)
+    /// The port listens at an address already; a port listens at one.
+    case alreadyListening
     /// A system call failed; `errno` says why.
     case system(operation: String, errno: Int32)
 
@@ -49,6 +55,9 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .malformed(let why): "malformed frame from the peer: \(why)"
         case .notScheduled: "the port is not scheduled on a run loop"
         case .alreadyScheduled: "the port is already scheduled"
+        case .addressInUse(let address): "another port listens at \(address)"
+        case .noListener(let address): "nothing listens at \(address)"
+        case .alreadyListening: "the port listens at an address already"
         case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
         }
     }

@@ -65,6 +65,7 @@ public final class ReceivePort: Sendable {
         var valid = true
         var schedule: Schedule?
         var connections: [ObjectIdentifier: Connection] = [:]
+        var listener: PortListener?
         var invalidationHandlers: [@Sendable () -> Void] = []
     }
 
@@ -92,11 +93,11 @@ public final class ReceivePort: Sendable {
         handler: @escaping @Sendable (Message) -> Message?
     ) throws(PortError) {
         let source = LoopSource(perform: { [weak self] in self?.drainLocalQueue() })
-        let connections = try state.withLock { (state) throws(PortError) -> [Connection] in
+        let (connections, listener) = try state.withLock { (state) throws(PortError) -> ([Connection], PortListener?) in
             guard state.valid else { throw .invalidPort }
             guard state.schedule == nil else { throw .alreadyScheduled }
             state.schedule = Schedule(loop: loop, modes: modes, handler: handler, source: source)
-            return Array(state.connections.values)
+            return (Array(state.connections.values), state.listener)
         }
         do {
             for mode in modes { try loop.add(source, forMode: mode) }
@@ -105,6 +106,7 @@ public final class ReceivePort: Sendable {
             throw .invalidPort
         }
         for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: Handler(body: handler)) }
+        listener?.start(on: loop, modes: modes, into: self)
         let pending = queue.withLock { queue -> Bool in
             guard queue.valid else { return false }
             queue.source = source
@@ -113,6 +115,36 @@ public final class ReceivePort: Sendable {
         }
         if pending { source.signal() }
     }
+
+    /// Listens at `address`: every process of the machine can then reach this port with
+    /// `SendPort.connect(to:)`, each peer a connection into it, delivered to its handler on
+    /// its loop (once it is scheduled) like any other message.
+    /// - Parameters:
+    ///   - permissions: the socket file's mode (default 0600: this user only); ignored for
+    ///     an abstract name.
+    ///   - backlog: how many connections may wait to be taken.
+    /// - Throws: `.addressInUse` (a live listener is there; a stale socket file is
+    ///   replaced), `.alreadyListening`, `.invalidPort`, `.system`.
+    public func listen(at address: PortAddress, permissions: mode_t = 0o600, backlog: Int32 = 128) throws(PortError) {
+        if state.withLock({ $0.listener != nil }) { throw .alreadyListening }
+        let listener = try PortListener.open(address, permissions: permissions, backlog: backlog)
+        let outcome = state.withLock { state -> Result<Schedule?, PortError> in
+            guard state.valid else { return .failure(.invalidPort) }
+            guard state.listener == nil else { return .failure(.alreadyListening) }
+            state.listener = listener
+            return .success(state.schedule)
+        }
+        switch outcome {
+        case .failure(let error):
+            listener.close()
+            throw error
+        case .success(let schedule):
+            if let schedule { listener.start(on: schedule.loop, modes: schedule.modes, into: self) }
+        }
+    }
+
+    /// Where the port listens (`listen(at:)`), if anywhere.
+    public var listeningAddress: PortAddress? { state.withLock { $0.listener?.address } }
 
     /// A send port for threads of this process: sending moves the message into this
     /// port's queue and wakes its loop.
@@ -131,13 +163,14 @@ public final class ReceivePort: Sendable {
     /// blocked senders wake and fail, connections close (their peers see the port die),
     /// and the invalidation handlers run. Safe from any thread, and more than once.
     public func invalidate() {
-        let taken = state.withLock { state -> (Schedule?, [Connection], [@Sendable () -> Void])? in
+        let taken = state.withLock { state -> (Schedule?, [Connection], [@Sendable () -> Void], PortListener?)? in
             guard state.valid else { return nil }
             state.valid = false
-            defer { state.connections = [:]; state.invalidationHandlers = [] }
-            return (state.schedule, Array(state.connections.values), state.invalidationHandlers)
+            defer { state.connections = [:]; state.invalidationHandlers = []; state.listener = nil }
+            return (state.schedule, Array(state.connections.values), state.invalidationHandlers, state.listener)
         }
-        guard let (schedule, connections, handlers) = taken else { return }
+        guard let (schedule, connections, handlers, listener) = taken else { return }
+        listener?.close()
         let dropped = queue.withLock { queue -> [Envelope] in
             queue.valid = false
             queue.source = nil

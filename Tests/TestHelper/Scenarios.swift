@@ -10,6 +10,7 @@ let scenarios: [String: Scenario] = [
     "port-worker": portWorker,
     "port-child-cycles": portChildCycles,
     "port-death-race": portDeathRace,
+    "port-connect": portConnect,
     "names-server": namesServer,
     "names-owner": namesOwner,
     "names-request": namesRequest,

@@ -1,48 +1,53 @@
 import CPortKitSystem
 import Glibc
-import PermanentThread
 
-// The socket, file and lock calls the name server needs and the System layer does not
-// have yet (bind, listen, accept, connect, stat, mkdir, flock). They follow the System
-// layer's shape (`FileDescriptor`, `Errno`, `valueOrErrno`) so they can move into
-// `Sources/PermanentThread/System/Socket.swift` unchanged.
+// The calls of a socket bound to an address (bind, listen, accept, connect) and the
+// file-system steps around it (stat, mkdir, chmod, unlink, flock): the System layer's, for
+// PortMessaging's listening ports and the name server alike.
 
 /// A path-bound Unix-domain stream socket: making, binding, listening, accepting, connecting.
-enum UnixSocket {
+package enum UnixSocket {
     /// The longest path a `sockaddr_un` holds (107 bytes and the terminating zero).
-    static let maxPathBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
+    package static let maxPathBytes = MemoryLayout.size(ofValue: sockaddr_un().sun_path) - 1
 
     /// Makes an unbound AF_UNIX SOCK_STREAM socket, close-on-exec.
     ///
     /// The corresponding C function is `socket`.
-    static func make(nonBlocking: Bool) throws(Errno) -> FileDescriptor {
+    package static func make(nonBlocking: Bool) throws(Errno) -> FileDescriptor {
         let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | (nonBlocking ? CInt(SOCK_NONBLOCK.rawValue) : 0)
         return FileDescriptor(rawValue: try valueOrErrno { socket(AF_UNIX, type, 0) }.get())
     }
 
-    /// Runs `body` with `path` as a `sockaddr_un`; `ENAMETOOLONG` if it does not fit.
+    /// Runs `body` with `path` as a `sockaddr_un`; `ENAMETOOLONG` if it does not fit. An
+    /// abstract name (Linux: no file, gone with its socket) is a zero byte, then the name.
     private static func withAddress<R>(
-        _ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R
+        _ path: String, abstract: Bool, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R
     ) throws(Errno) -> R {
         let bytes = Array(path.utf8)
         guard !bytes.isEmpty, bytes.count <= maxPathBytes else { throw Errno(rawValue: ENAMETOOLONG) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+            if abstract {
+                raw[0] = 0
+                UnsafeMutableRawBufferPointer(rebasing: raw[1...]).copyBytes(from: bytes)
+            } else {
+                raw.copyBytes(from: bytes)
+                raw[bytes.count] = 0
+            }
         }
+        // A path's length counts its terminating zero; an abstract name's, its leading one.
         let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
         return withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
         }
     }
 
-    /// Binds `socket` to `path`.
+    /// Binds `socket` to `path` (an abstract name when `abstract`).
     ///
     /// The corresponding C function is `bind`.
-    static func bind(_ socket: FileDescriptor, to path: String) throws(Errno) {
-        let result = try withAddress(path) { address, length in
+    package static func bind(_ socket: FileDescriptor, to path: String, abstract: Bool = false) throws(Errno) {
+        let result = try withAddress(path, abstract: abstract) { address, length in
             nothingOrErrno { Glibc.bind(socket.rawValue, address, length) }
         }
         try result.get()
@@ -52,8 +57,8 @@ enum UnixSocket {
     ///
     /// A blocking socket waits for room in a full backlog up to its `SO_SNDTIMEO`.
     /// The corresponding C function is `connect`.
-    static func connect(_ socket: FileDescriptor, to path: String) throws(Errno) {
-        let result = try withAddress(path) { address, length in
+    package static func connect(_ socket: FileDescriptor, to path: String, abstract: Bool = false) throws(Errno) {
+        let result = try withAddress(path, abstract: abstract) { address, length in
             nothingOrErrno { Glibc.connect(socket.rawValue, address, length) }
         }
         try result.get()
@@ -62,14 +67,14 @@ enum UnixSocket {
     /// Starts accepting connections, with a queue of `backlog` pending ones.
     ///
     /// The corresponding C function is `listen`.
-    static func listen(_ socket: FileDescriptor, backlog: CInt) throws(Errno) {
+    package static func listen(_ socket: FileDescriptor, backlog: CInt) throws(Errno) {
         try nothingOrErrno { Glibc.listen(socket.rawValue, backlog) }.get()
     }
 
     /// Accepts one pending connection (non-blocking, close-on-exec); `nil` when none waits.
     ///
     /// The corresponding C function is `accept4`.
-    static func accept(_ socket: FileDescriptor) throws(Errno) -> FileDescriptor? {
+    package static func accept(_ socket: FileDescriptor) throws(Errno) -> FileDescriptor? {
         let flags = CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
         switch valueOrErrno({ portkit_accept4(socket.rawValue, flags) }) {
         case .success(let raw): return FileDescriptor(rawValue: raw)
@@ -81,7 +86,7 @@ enum UnixSocket {
     }
 
     /// The path a socket is bound to (`getsockname`), or `nil` if it has none.
-    static func boundPath(_ socket: FileDescriptor) -> String? {
+    package static func boundPath(_ socket: FileDescriptor) -> String? {
         var address = sockaddr_un()
         var length = socklen_t(MemoryLayout<sockaddr_un>.size)
         let status = withUnsafeMutablePointer(to: &address) { pointer in
@@ -96,7 +101,7 @@ enum UnixSocket {
 
     /// Whether `socket` is a listening AF_UNIX stream socket (for a socket handed over by
     /// systemd).
-    static func isListeningStream(_ socket: FileDescriptor) -> Bool {
+    package static func isListeningStream(_ socket: FileDescriptor) -> Bool {
         func option(_ name: CInt) -> CInt? {
             var value: CInt = 0
             var length = socklen_t(MemoryLayout<CInt>.size)
@@ -109,7 +114,7 @@ enum UnixSocket {
     /// Sets `SO_SNDTIMEO`, which also bounds how long a blocking `connect` waits.
     ///
     /// The corresponding C function is `setsockopt`.
-    static func setSendTimeout(_ socket: FileDescriptor, _ timeout: Duration) throws(Errno) {
+    package static func setSendTimeout(_ socket: FileDescriptor, _ timeout: Duration) throws(Errno) {
         let (seconds, attoseconds) = max(timeout, .microseconds(1)).components
         var value = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
         if value.tv_sec == 0 && value.tv_usec == 0 { value.tv_usec = 1 }
@@ -120,24 +125,24 @@ enum UnixSocket {
 }
 
 /// File-system calls of the name server: its directory, socket file and lock file.
-enum FileSystem {
+package enum FileSystem {
     /// What `lstat` says about a path.
-    struct Status {
-        var mode: mode_t
-        var owner: uid_t
-        var device: UInt
-        var inode: UInt
+    package struct Status {
+        package var mode: mode_t
+        package var owner: uid_t
+        package var device: UInt
+        package var inode: UInt
 
-        var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
-        var isSocket: Bool { mode & S_IFMT == S_IFSOCK }
+        package var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
+        package var isSocket: Bool { mode & S_IFMT == S_IFSOCK }
         /// The permission bits (`0o777`).
-        var permissions: mode_t { mode & 0o777 }
+        package var permissions: mode_t { mode & 0o777 }
     }
 
     /// `lstat(path)`: the path itself, a symbolic link is not followed.
     ///
     /// The corresponding C function is `lstat`.
-    static func status(_ path: String) throws(Errno) -> Status {
+    package static func status(_ path: String) throws(Errno) -> Status {
         var info = stat()
         try nothingOrErrno { lstat(path, &info) }.get()
         return Status(mode: info.st_mode, owner: info.st_uid, device: UInt(info.st_dev), inode: UInt(info.st_ino))
@@ -146,7 +151,7 @@ enum FileSystem {
     /// `fstat(descriptor)`.
     ///
     /// The corresponding C function is `fstat`.
-    static func status(_ descriptor: FileDescriptor) throws(Errno) -> Status {
+    package static func status(_ descriptor: FileDescriptor) throws(Errno) -> Status {
         var info = stat()
         try nothingOrErrno { fstat(descriptor.rawValue, &info) }.get()
         return Status(mode: info.st_mode, owner: info.st_uid, device: UInt(info.st_dev), inode: UInt(info.st_ino))
@@ -155,42 +160,42 @@ enum FileSystem {
     /// Makes a directory with `mode` (less the umask).
     ///
     /// The corresponding C function is `mkdir`.
-    static func makeDirectory(_ path: String, mode: mode_t) throws(Errno) {
+    package static func makeDirectory(_ path: String, mode: mode_t) throws(Errno) {
         try nothingOrErrno { mkdir(path, mode) }.get()
     }
 
     /// Sets a path's permission bits.
     ///
     /// The corresponding C function is `chmod`.
-    static func setPermissions(_ path: String, _ mode: mode_t) throws(Errno) {
+    package static func setPermissions(_ path: String, _ mode: mode_t) throws(Errno) {
         try nothingOrErrno { chmod(path, mode) }.get()
     }
 
     /// Removes a file name.
     ///
     /// The corresponding C function is `unlink`.
-    static func remove(_ path: String) throws(Errno) {
+    package static func remove(_ path: String) throws(Errno) {
         try nothingOrErrno { unlink(path) }.get()
     }
 
     /// Opens (making it if needed, mode 0600) a lock file, close-on-exec.
     ///
     /// The corresponding C function is `open`.
-    static func openLockFile(_ path: String) throws(Errno) -> FileDescriptor {
+    package static func openLockFile(_ path: String) throws(Errno) -> FileDescriptor {
         FileDescriptor(rawValue: try valueOrErrno { open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }.get())
     }
 
     /// Opens `/dev/null` for reading, close-on-exec (a spare descriptor).
     ///
     /// The corresponding C function is `open`.
-    static func openNull() throws(Errno) -> FileDescriptor {
+    package static func openNull() throws(Errno) -> FileDescriptor {
         FileDescriptor(rawValue: try valueOrErrno { open("/dev/null", O_RDONLY | O_CLOEXEC) }.get())
     }
 
     /// Takes an exclusive `flock` without waiting; `false` if another holds it.
     ///
     /// The corresponding C function is `flock`.
-    static func tryLock(_ descriptor: FileDescriptor) throws(Errno) -> Bool {
+    package static func tryLock(_ descriptor: FileDescriptor) throws(Errno) -> Bool {
         switch nothingOrErrno({ flock(descriptor.rawValue, LOCK_EX | LOCK_NB) }) {
         case .success: return true
         case .failure(let error) where error == .wouldBlock: return false
