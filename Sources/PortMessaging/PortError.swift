@@ -30,6 +30,8 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case notScheduled
     /// The port is scheduled already; a port is scheduled once.
     case alreadyScheduled
+    /// The receiving handler let the request's `PendingReply` go without answering it.
+    case noReply
     /// Another port listens at this address (`ReceivePort.listen(at:)`).
     case addressInUse(String)
     /// Nothing listens at this address (`SendPort.connect(to:)`).
@@ -55,6 +57,7 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .malformed(let why): "malformed frame from the peer: \(why)"
         case .notScheduled: "the port is not scheduled on a run loop"
         case .alreadyScheduled: "the port is already scheduled"
+        case .noReply: "the receiver dropped the request without replying"
         case .addressInUse(let address): "another port listens at \(address)"
         case .noListener(let address): "nothing listens at \(address)"
         case .alreadyListening: "the port listens at an address already"

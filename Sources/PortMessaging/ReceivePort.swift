@@ -51,13 +51,37 @@ public final class ReceivePort: Sendable {
     /// A port's handler, wrapped: a bare closure handed out through a lock's generic
     /// `withLock` is re-abstracted, which allocates on every call; a struct is not.
     struct Handler {
+        /// The reply-returning form: what it returns answers a request.
         let body: @Sendable (Message) -> Message?
+        /// The deferring form, when the port was scheduled with one: it is handed a request's
+        /// `PendingReply` and answers when it likes.
+        let deferring: (@Sendable (Message, PendingReply?) -> Void)?
+
+        init(body: @escaping @Sendable (Message) -> Message?) {
+            self.body = body
+            deferring = nil
+        }
+
+        init(deferring: @escaping @Sendable (Message, PendingReply?) -> Void) {
+            body = { message in deferring(message, nil); return nil }
+            self.deferring = deferring
+        }
+
+        /// Hands `message` to the handler; `answer` is where its reply goes, if it is a request.
+        func handle(_ message: Message, answer: PendingReply.Target?) {
+            guard let answer else { return _ = body(message) }
+            if let deferring {
+                deferring(message, PendingReply(answer, requestID: message.id))
+            } else {
+                answer.send(body(message) ?? Message(id: message.id))
+            }
+        }
     }
 
     struct Schedule {
         let loop: ThreadLoop
         let modes: [LoopMode]
-        let handler: @Sendable (Message) -> Message?
+        let handler: Handler
         let source: LoopSource
     }
 
@@ -92,6 +116,23 @@ public final class ReceivePort: Sendable {
         on loop: ThreadLoop = .current, inModes modes: [LoopMode] = [.default],
         handler: @escaping @Sendable (Message) -> Message?
     ) throws(PortError) {
+        try schedule(on: loop, inModes: modes, Handler(body: handler))
+    }
+
+    /// Starts delivering messages to `handler` on `loop`'s thread, in `modes`; a request
+    /// comes with its `PendingReply`, to answer now or later, from any thread (a one-way
+    /// message with `nil`). A reply left unanswered when its `PendingReply` goes away
+    /// fails the request with `PortError.noReply`: the requester never waits in vain.
+    ///
+    /// - Throws: as `schedule(on:inModes:handler:)`.
+    public func schedule(
+        on loop: ThreadLoop = .current, inModes modes: [LoopMode] = [.default],
+        deferringReplies handler: @escaping @Sendable (Message, PendingReply?) -> Void
+    ) throws(PortError) {
+        try schedule(on: loop, inModes: modes, Handler(deferring: handler))
+    }
+
+    private func schedule(on loop: ThreadLoop, inModes modes: [LoopMode], _ handler: Handler) throws(PortError) {
         let source = LoopSource(perform: { [weak self] in self?.drainLocalQueue() })
         let (connections, listener) = try state.withLock { (state) throws(PortError) -> ([Connection], PortListener?) in
             guard state.valid else { throw .invalidPort }
@@ -105,12 +146,12 @@ public final class ReceivePort: Sendable {
             invalidate()
             throw .invalidPort
         }
-        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: Handler(body: handler)) }
+        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: handler) }
         listener?.start(on: loop, modes: modes, into: self)
         let pending = queue.withLock { queue -> Bool in
             guard queue.valid else { return false }
             queue.source = source
-            queue.handler = Handler(body: handler)
+            queue.handler = handler
             return !queue.envelopes.isEmpty
         }
         if pending { source.signal() }
@@ -280,8 +321,7 @@ public final class ReceivePort: Sendable {
                     if let port = envelope.message.replyPort { checkedIn(port) }
                     continue
                 }
-                let reply = handler.body(envelope.message)
-                envelope.reply?.fulfil(reply ?? Message(id: envelope.message.id))
+                handler.handle(envelope.message, answer: envelope.reply.map { .local($0) })
             }
             batch.removeAll(keepingCapacity: true)
         }
@@ -321,7 +361,7 @@ public final class ReceivePort: Sendable {
             _ = self?.state.withLock { $0.connections.removeValue(forKey: identity) }
         }
         if let schedule {
-            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: Handler(body: schedule.handler))
+            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: schedule.handler)
         }
     }
 
@@ -336,10 +376,9 @@ public final class ReceivePort: Sendable {
         case .checkIn:
             port()?.checkedIn(message.replyPort ?? SendPort(connection: connection))
         case .request:
-            let reply = handler.body(message) ?? Message(id: message.id)
-            connection.writeReply(reply, sequence: sequence, timeout: Self.replySendTimeout)
-        case .message, .reply, .adoptConnection, .limits:
-            _ = handler.body(message)
+            handler.handle(message, answer: .connection(connection, sequence))
+        case .message, .reply, .adoptConnection, .limits, .noReply:
+            handler.handle(message, answer: nil)
         }
     }
 

@@ -100,7 +100,7 @@ final class Connection: Sendable {
         var requestInFlight = false
         /// The sequence number whose reply is awaited; 0 when none is.
         var waiting: UInt64 = 0
-        var arrived: Message?
+        var arrived: Result<Message, PortError>?
         var failure: PortError?
 
         /// Takes the connection for a request; returns its sequence number.
@@ -115,9 +115,9 @@ final class Connection: Sendable {
         /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure
         /// if any.
         mutating func outcome(_ sequence: UInt64, peek: Bool = false) -> Result<Message, PortError>? {
-            if waiting == sequence, let message = arrived {
+            if waiting == sequence, let result = arrived {
                 if !peek { arrived = nil }
-                return .success(message)
+                return result
             }
             if let failure { return .failure(failure) }
             return nil
@@ -304,6 +304,15 @@ final class Connection: Sendable {
         }
     }
 
+    /// Tells the requester of `sequence` that no reply will come (a `noReply` frame). As
+    /// with a reply, a failure is not reported: the requester sees its receive timeout.
+    func writeNoReply(sequence: UInt64) {
+        guard let frame = try? WireCodec.encode(WireMessage(kind: .noReply, id: 0, sequence: sequence, components: [])) else {
+            return
+        }
+        try? write(frame, descriptors: [], deadline: .now + ReceivePort.replySendTimeout)
+    }
+
     /// One write of what is left of a frame (descriptors go with the first byte).
     private func writeSome(_ rest: UnsafeRawBufferPointer, descriptors: [CInt]) -> Result<Int, Errno> {
         switch medium {
@@ -395,6 +404,8 @@ final class Connection: Sendable {
         case adopt(FileDescriptor)
         /// The peer's port accepts messages of up to this many bytes.
         case limits(Int)
+        /// The request with this sequence number gets no reply.
+        case refused(UInt64)
     }
 
     /// The deliveries of one read: the first inline (a read usually brings one frame), the
@@ -614,12 +625,12 @@ final class Connection: Sendable {
             for fd in descriptors { Glibc.close(fd) }
             throw .malformed("adopt-connection frame without exactly one descriptor")
         }
-        if header.kind == .limits {
+        if header.kind == .limits || header.kind == .noReply {
             guard components.isEmpty, descriptors.isEmpty else {
                 for fd in descriptors { Glibc.close(fd) }
-                throw .malformed("a limits frame carries nothing but its header")
+                throw .malformed("a \(header.kind) frame carries nothing but its header")
             }
-            return .limits(Int(header.id))
+            return header.kind == .limits ? .limits(Int(header.id)) : .refused(header.sequence)
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         var message = Message(id: header.id, components: components, replyPort: replyPort)
@@ -638,7 +649,8 @@ final class Connection: Sendable {
     /// waiter. The port itself is reached only for a check-in or an adopted connection.
     private func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
         switch delivery {
-        case .reply(let sequence, let message): complete(sequence, with: message)
+        case .reply(let sequence, let message): complete(sequence, with: .success(message))
+        case .refused(let sequence): complete(sequence, with: .failure(.noReply))
         case .incoming(let kind, let sequence, let message):
             guard let handler else { return discard(message) }
             ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
@@ -651,13 +663,13 @@ final class Connection: Sendable {
         }
     }
 
-    private func complete(_ sequence: UInt64, with message: Message) {
+    private func complete(_ sequence: UInt64, with result: Result<Message, PortError>) {
         let taken = replies.withLock { table -> Bool in
             guard sequence != 0, table.waiting == sequence, case .none = table.arrived else { return false }
-            table.arrived = message
+            table.arrived = result
             return true
         }
-        if taken { replies.broadcast() } else { discard(message) }
+        if taken { replies.broadcast() } else if case .success(let message) = result { discard(message) }
     }
 
     /// Closes the descriptors of a message no one will receive.
@@ -681,13 +693,13 @@ final class Connection: Sendable {
     /// Ends the request in flight: a reply that came too late is dropped (its descriptors
     /// closed), and the next requester may go.
     func endRequest() {
-        let late = replies.withLock { table -> Message? in
+        let late = replies.withLock { table -> Result<Message, PortError>? in
             table.requestInFlight = false
             table.waiting = 0
             return table.arrived.take()
         }
         replies.broadcast()
-        if let late { discard(late) }
+        if case .success(let message) = late { discard(message) }
     }
 
     /// How long a request waits on its connection alone, when its thread's loop reads the
@@ -794,7 +806,8 @@ final class Connection: Sendable {
     ) throws(PortError) -> Message {
         func take(_ delivery: Delivery) {
             switch delivery {
-            case .reply(let sequence, let message): complete(sequence, with: message)
+            case .reply(let sequence, let message): complete(sequence, with: .success(message))
+            case .refused(let sequence): complete(sequence, with: .failure(.noReply))
             case .incoming(_, _, let message): discard(message)  // nothing receives here
             case .adopt(let socket): try? socket.close()
             case .limits(let bytes): peerMaxMessageBytes.store(bytes, ordering: .relaxed)

@@ -18,6 +18,9 @@ package enum WireKind: UInt8, Hashable, Sendable, CaseIterable {
     /// the sending side's port accepts, in the id field. A port writes it first when it
     /// takes a connection, so its peer refuses larger messages before sending them.
     case limits = 5
+    /// Header only: the request with this sequence number gets no reply (the receiving
+    /// handler let its `PendingReply` go unanswered).
+    case noReply = 6
 }
 
 /// Per-frame flag bits. Version 1 defines none: every set bit is unknown and rejected

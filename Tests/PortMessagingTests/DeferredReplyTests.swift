@@ -1,0 +1,113 @@
+import Glibc
+import PortKitTestSupport
+import Testing
+@testable import PortMessaging
+
+/// A handler that keeps a request's `PendingReply` and answers later, from another thread;
+/// one that lets it go unanswered fails the request with `noReply`, never leaving the
+/// requester to its timeout.
+@Suite("Deferred replies")
+struct DeferredReplyTests {
+    enum Route: String, CaseIterable { case inProcess, socket }
+
+    /// A port on its own loop thread whose handler hands every request's `PendingReply`
+    /// to `kept` (or drops it when `keep` is false).
+    final class DeferringPort: Sendable {
+        let port = ReceivePort()
+        let thread: LoopThread
+        let kept = Recorder<PendingReply>()
+        let oneWay = Recorder<Message>()
+
+        init(keep: Bool = true) throws {
+            thread = LoopThread(name: "deferring-port") { loop in
+                let keepAlive = keepAlive()
+                try! loop.add(keepAlive, forMode: .default)
+                _ = try! loop.run(mode: .default, until: .now + .seconds(600))
+                keepAlive.invalidate()
+            }
+            let (kept, oneWay) = (self.kept, self.oneWay)
+            try port.schedule(on: thread.loop) { message, pending in
+                guard let pending else { return oneWay.append(message) }
+                if keep { kept.append(pending) }
+            }
+        }
+
+        func sendPort(_ route: Route) throws -> SendPort {
+            let local = port.makeSendPort()
+            return route == .inProcess ? local : SendPort(adoptingSocket: try local.transferableEnd())
+        }
+
+        func stop() {
+            port.invalidate()
+            thread.loop.stop()
+            _ = thread.join()
+        }
+    }
+
+    @Test(arguments: Route.allCases)
+    func aReplyGivenLaterFromAnotherThreadArrives(route: Route) throws {
+        let served = try DeferringPort()
+        defer { served.stop() }
+        let port = try served.sendPort(route)
+        defer { port.invalidate() }
+        let answerer = LoopThread(name: "answerer") { _ in
+            // Answers each request once it is kept, on this thread, not the port's.
+            for index in 0..<3 {
+                guard eventually(timeout: .seconds(60), { served.kept.count > index }) else { return }
+                let pending = served.kept.all[index]
+                #expect(pending.reply(Message(id: pending.requestID, text: "later \(index)")))
+                #expect(!pending.reply(Message(text: "twice")), "a reply goes once")
+            }
+        }
+        defer { _ = answerer.join() }
+        for index in 0..<3 {
+            let reply = try port.sendRequest(Message(id: UInt32(10 + index)), receiveTimeout: .seconds(60))
+            #expect(reply.text == "later \(index)")
+            #expect(reply.id == UInt32(10 + index))
+        }
+        try port.send(Message(id: 99, text: "one-way"), timeout: .seconds(10))
+        #expect(eventually { served.oneWay.all.map(\.text) == ["one-way"] }, "a one-way message comes without a PendingReply")
+    }
+
+    @Test(arguments: Route.allCases)
+    func aPendingReplyDroppedUnansweredFailsTheRequestAtOnce(route: Route) throws {
+        let served = try DeferringPort(keep: false)
+        defer { served.stop() }
+        let port = try served.sendPort(route)
+        defer { port.invalidate() }
+        let start = ContinuousClock.now
+        #expect(throws: PortError.noReply) { try port.sendRequest(Message(id: 1), receiveTimeout: .seconds(600)) }
+        // Not the receive timeout: the refusal ended the wait (generous, for a slow machine).
+        #expect(ContinuousClock.now - start < .seconds(300))
+        #expect(throws: PortError.noReply) { try port.sendRequest(Message(id: 2), receiveTimeout: .seconds(600)) }
+    }
+
+    @Test(arguments: Route.allCases)
+    func refusingEndsTheWaitAndALateReplyReachesNoOtherRequest(route: Route) throws {
+        let served = try DeferringPort()
+        defer { served.stop() }
+        let port = try served.sendPort(route)
+        defer { port.invalidate() }
+        // The first request gives up before its reply comes.
+        #expect(throws: PortError.receiveTimedOut) { try port.sendRequest(Message(id: 1), receiveTimeout: .milliseconds(200)) }
+        #expect(eventually { served.kept.count == 1 })
+        let late = served.kept.all[0]
+        // The second is refused explicitly...
+        let refuser = LoopThread(name: "refuser") { _ in
+            guard eventually(timeout: .seconds(60), { served.kept.count == 2 }) else { return }
+            #expect(late.reply(Message(id: 1, text: "too late")))
+            #expect(served.kept.all[1].refuse())
+            #expect(!served.kept.all[1].reply(Message(text: "after the refusal")))
+        }
+        #expect(throws: PortError.noReply) { try port.sendRequest(Message(id: 2), receiveTimeout: .seconds(60)) }
+        _ = refuser.join()
+        // ...and the third gets its own answer, never the first one's late reply.
+        let third = LoopThread(name: "third") { _ in
+            guard eventually(timeout: .seconds(60), { served.kept.count == 3 }) else { return }
+            served.kept.all[2].reply(Message(id: 3, text: "third"))
+        }
+        defer { _ = third.join() }
+        #expect(try port.sendRequest(Message(id: 3), receiveTimeout: .seconds(60)).text == "third")
+        #expect(late.isAnswered)
+    }
+}
