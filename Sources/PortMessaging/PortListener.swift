@@ -153,7 +153,9 @@ final class PortListener: Sendable {
 extension SendPort {
     /// A send port connected to the port listening at `address`, in this process or any
     /// other (CFMessagePortCreateRemote).
-    /// - Parameter timeout: how long to wait while the listener's backlog is full.
+    /// - Parameters:
+    ///   - address: where the port listens.
+    ///   - timeout: how long to wait while the listener's backlog is full.
     /// - Throws: `.noListener` (nothing listens there), `.sendTimedOut`, `.system`.
     public static func connect(to address: PortAddress, timeout: Duration = .seconds(10)) throws(PortError) -> SendPort {
         let socket: FileDescriptor

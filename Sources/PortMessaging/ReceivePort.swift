@@ -161,6 +161,7 @@ public final class ReceivePort: Sendable {
     /// `SendPort.connect(to:)`, each peer a connection into it, delivered to its handler on
     /// its loop (once it is scheduled) like any other message.
     /// - Parameters:
+    ///   - address: a socket path or an abstract name.
     ///   - permissions: the socket file's mode (default 0600: this user only); ignored for
     ///     an abstract name.
     ///   - backlog: how many connections may wait to be taken.
