@@ -129,12 +129,12 @@ public final class SendPort: Sendable {
             guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
             return try result.get()
         case .connection(let connection):
-            // One request at a time per connection: its reply is matched to it.
-            guard let (sequence, queued) = connection.beginRequest(until: sendDeadline) else { throw .sendTimedOut }
-            defer { connection.endRequest() }
+            // Any number in flight per connection: each reply is matched by its sequence number.
+            let sequence = connection.beginRequest()
+            defer { connection.endRequest(sequence) }
             let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
             // The receive timeout counts from when the request is sent.
-            let sent = queued || waited ? ContinuousClock.now : start
+            let sent = waited ? ContinuousClock.now : start
             return try connection.awaitReply(sequence, sent: sent, timeout: receiveTimeout)
         }
     }

@@ -110,4 +110,50 @@ struct DeferredReplyTests {
         #expect(try port.sendRequest(Message(id: 3), receiveTimeout: .seconds(60)).text == "third")
         #expect(late.isAnswered)
     }
+
+    /// Eight requests in flight at once on one send port, from eight threads, answered in
+    /// the reverse order: each gets its own reply. Over a socket the requesters read the
+    /// connection themselves, one at a time, handing each other their replies.
+    @Test(arguments: Route.allCases)
+    func severalRequestsInFlightOnOneConnectionEachGetTheirOwnReply(route: Route) throws {
+        let served = try DeferringPort()
+        defer { served.stop() }
+        let port = try served.sendPort(route)
+        defer { port.invalidate() }
+        let count = 8
+        let replies = Recorder<(sent: UInt32, got: String)>()
+        let failures = Recorder<String>()
+        let requesters = (0..<count).map { index in
+            LoopThread(name: "requester-\(index)") { _ in
+                do {
+                    let id = UInt32(100 + index)
+                    let reply = try port.sendRequest(Message(id: id, text: "\(index)"), receiveTimeout: .seconds(120))
+                    replies.append((id, reply.text))
+                } catch {
+                    failures.append("\(index): \(error)")
+                }
+            }
+        }
+        // Every request is in before any is answered: all eight are in flight together.
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == count })
+        for pending in served.kept.all.reversed() {
+            pending.reply(Message(id: pending.requestID, text: "answer to \(pending.requestID)"))
+        }
+        for requester in requesters { #expect(requester.join(timeout: .seconds(120))) }
+        #expect(failures.all.isEmpty, "\(failures.all)")
+        #expect(replies.count == count)
+        for (sent, got) in replies.all { #expect(got == "answer to \(sent)") }
+        // One that gives up meanwhile leaves the others' replies alone.
+        let patient = LoopThread(name: "patient") { _ in
+            let reply = try? port.sendRequest(Message(id: 7, text: "patient"), receiveTimeout: .seconds(120))
+            replies.append((7, reply?.text ?? "none"))
+        }
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == count + 1 })
+        #expect(throws: PortError.receiveTimedOut) { try port.sendRequest(Message(id: 8), receiveTimeout: .milliseconds(300)) }
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == count + 2 })
+        served.kept.all[count + 1].reply(Message(id: 8, text: "too late for 8"))
+        served.kept.all[count].reply(Message(id: 7, text: "answer to 7"))
+        #expect(patient.join(timeout: .seconds(120)))
+        #expect(replies.all.last?.got == "answer to 7")
+    }
 }

@@ -56,8 +56,8 @@ final class Connection: Sendable {
     private static let readChunk = 256 * 1024
     /// The most descriptors one read can bring (Linux's SCM_MAX_FD).
     private static let maxReceivedDescriptors = 253
-    /// The request in flight (one at a time), its reply, and why the connection failed.
-    private let replies = ConditionLock(Replies())
+    /// The requests in flight, their replies, and why the connection failed.
+    private let replies = ConditionLock(RequestTable())
     /// Whether the connection is open, and what it is bound to.
     private let life = Locked(Life())
     /// `life.open`, readable without the lock (every write checks it); cleared in `close`
@@ -91,37 +91,6 @@ final class Connection: Sendable {
         /// The emptied array of the last read that brought several frames, kept for its
         /// capacity (a stream of small messages brings hundreds per read).
         var spareDeliveries: [Delivery] = []
-    }
-
-    /// One request at a time per connection: whoever sends a request holds the connection
-    /// until its reply is in (or it gives up), so a single slot holds the reply.
-    struct Replies {
-        var nextSequence: UInt64 = 1
-        var requestInFlight = false
-        /// The sequence number whose reply is awaited; 0 when none is.
-        var waiting: UInt64 = 0
-        var arrived: Result<Message, PortError>?
-        var failure: PortError?
-
-        /// Takes the connection for a request; returns its sequence number.
-        mutating func begin() -> UInt64 {
-            requestInFlight = true
-            let sequence = nextSequence
-            nextSequence = nextSequence == .max ? 1 : nextSequence + 1
-            waiting = sequence
-            return sequence
-        }
-
-        /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure
-        /// if any.
-        mutating func outcome(_ sequence: UInt64, peek: Bool = false) -> Result<Message, PortError>? {
-            if waiting == sequence, let result = arrived {
-                if !peek { arrived = nil }
-                return result
-            }
-            if let failure { return .failure(failure) }
-            return nil
-        }
     }
 
     struct Life {
@@ -664,11 +633,7 @@ final class Connection: Sendable {
     }
 
     private func complete(_ sequence: UInt64, with result: Result<Message, PortError>) {
-        let taken = replies.withLock { table -> Bool in
-            guard sequence != 0, table.waiting == sequence, case .none = table.arrived else { return false }
-            table.arrived = result
-            return true
-        }
+        let taken = replies.withLock { $0.complete(sequence, with: result) }
         if taken { replies.broadcast() } else if case .success(let message) = result { discard(message) }
     }
 
@@ -679,26 +644,16 @@ final class Connection: Sendable {
 
     // MARK: Requests
 
-    /// Takes the connection for one request (one at a time: the reply is matched to the
-    /// request in flight), waiting for it until `deadline`; returns the request's sequence
-    /// number (and whether it had to wait), or `nil` on time-out. `endRequest()` gives the
-    /// connection back.
-    func beginRequest(until deadline: ContinuousClock.Instant?) -> (sequence: UInt64, waited: Bool)? {
-        let free = replies.withLock { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
-        if let free { return (free, false) }
-        let sequence = replies.wait(until: deadline) { table -> UInt64? in table.requestInFlight ? nil : table.begin() }
-        return sequence.map { ($0, true) }
+    /// Registers one request, whose reply is matched to it by the sequence number returned;
+    /// any number may be in flight at once. `endRequest(_:)` forgets it.
+    func beginRequest() -> UInt64 {
+        replies.withLock { $0.begin() }
     }
 
-    /// Ends the request in flight: a reply that came too late is dropped (its descriptors
-    /// closed), and the next requester may go.
-    func endRequest() {
-        let late = replies.withLock { table -> Result<Message, PortError>? in
-            table.requestInFlight = false
-            table.waiting = 0
-            return table.arrived.take()
-        }
-        replies.broadcast()
+    /// Forgets request `sequence`: a reply that came too late is dropped (its descriptors
+    /// closed), and one still to come will be.
+    func endRequest(_ sequence: UInt64) {
+        let late = replies.withLock { $0.end(sequence) }
         if case .success(let message) = late { discard(message) }
     }
 
@@ -813,22 +768,43 @@ final class Connection: Sendable {
             case .limits(let bytes): peerMaxMessageBytes.store(bytes, ordering: .relaxed)
             }
         }
+        /// What a waiter does next.
+        enum Turn {
+            case done(Result<Message, PortError>)
+            case read
+        }
         var waitFirst = mayWaitReading && prepareWaitingReads()
         while true {
-            if let outcome = replies.withLock({ $0.outcome(sequence) }) { return try outcome.get() }
-            if waitFirst {
-                waitFirst = false
-                _ = readAvailable(maxChunks: 64, waitingFirst: true, take)
-                continue
+            // The reply, or the reader's part (one thread reads for every waiter; the others
+            // wait to be handed their replies, or the part when the reader leaves).
+            let turn = replies.wait(until: deadline) { table -> Turn? in
+                if let outcome = table.outcome(sequence) { return .done(outcome) }
+                if table.readerActive { return nil }
+                table.readerActive = true
+                return .read
             }
-            var milliseconds: CInt = -1
-            if let deadline {
-                let now = ContinuousClock.now
-                if now >= deadline { throw .receiveTimedOut }
-                milliseconds = Self.milliseconds(deadline - now)
+            switch turn {
+            case .none: throw .receiveTimedOut
+            case .done(let outcome)?: return try outcome.get()
+            case .read?: break
             }
-            if try pollReadable(milliseconds: milliseconds) == 0 { continue }
-            _ = readAvailable(maxChunks: 64, take)
+            let read = Result { () throws(PortError) in
+                if waitFirst {
+                    waitFirst = false
+                    _ = readAvailable(maxChunks: 64, waitingFirst: true, take)
+                    return
+                }
+                var milliseconds: CInt = -1
+                if let deadline {
+                    let now = ContinuousClock.now
+                    if now >= deadline { throw .receiveTimedOut }
+                    milliseconds = Self.milliseconds(deadline - now)
+                }
+                if try pollReadable(milliseconds: milliseconds) != 0 { _ = readAvailable(maxChunks: 64, take) }
+            }
+            replies.withLock { $0.readerActive = false }
+            replies.broadcast()
+            try read.get()
         }
     }
 
