@@ -151,11 +151,13 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     // MARK: execute.sync
 
     /// `execute.sync`: the median time of a synchronous round trip that returns a value,
-    /// `PermanentThread.sync` against `DispatchQueue.sync`, no thread pinned.
+    /// `PermanentThread.sync` against `DispatchQueue.sync` and a pthread's closure queue
+    /// whose caller waits on a condition variable for the value, no thread pinned.
     ///
     /// `DispatchQueue.sync` on an idle serial queue runs the block on the caller's thread
     /// (no thread switch at all), while `PermanentThread.sync` always runs it on the
-    /// permanent thread: the comparison is what callers get, not like for like.
+    /// permanent thread: the comparison is what callers get, not like for like. The
+    /// `pthread` impl is like for like: a thread switch there and back, the caller asleep.
     static func sync(_ count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "execute.sync", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -166,6 +168,13 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             BenchmarkImpl("dispatch") {
                 let queue = DispatchQueue(label: "bench-sync-dispatch")
                 return .init(measure: { try medianSync(count) { number in queue.sync { number } } })
+            },
+            BenchmarkImpl("pthread") {
+                let thread = try ConditionQueueThread(name: "bench-sync-pth")
+                let reply = ConditionReply()
+                return .init(
+                    measure: { try medianSync(count) { number in reply.call(on: thread) { number } } },
+                    stop: thread.shutDown)
             },
         ])
     }

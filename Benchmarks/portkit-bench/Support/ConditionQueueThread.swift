@@ -93,3 +93,52 @@ final class ConditionQueueThread: Sendable {
         thread.join()
     }
 }
+
+/// The waiting half of the pthread impl of `execute.sync`: one caller's reply, made once and
+/// reused, which the caller sleeps on under a mutex and condition variable until the
+/// `ConditionQueueThread` has stored the value.
+// Safety of @unchecked Sendable: `value` and `done` are read and written only with `mutex`
+// held; the mutex and the condition live at fixed heap addresses for the object's life.
+final class ConditionReply: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
+    private var value = 0
+    private var done = false
+
+    init() {
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition = .allocate(capacity: 1)
+        condition.initialize(to: pthread_cond_t())
+        pthread_cond_init(condition, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        pthread_mutex_destroy(mutex)
+        condition.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Posts `body` to `thread` and sleeps until it has run there; returns its value. One
+    /// caller at a time.
+    func call(on thread: ConditionQueueThread, _ body: @escaping @Sendable () -> Int) -> Int {
+        pthread_mutex_lock(mutex)
+        done = false
+        pthread_mutex_unlock(mutex)
+        thread.post { [self] in
+            let result = body()
+            pthread_mutex_lock(mutex)
+            value = result
+            done = true
+            pthread_mutex_unlock(mutex)
+            pthread_cond_signal(condition)
+        }
+        pthread_mutex_lock(mutex)
+        while !done { pthread_cond_wait(condition, mutex) }
+        let result = value
+        pthread_mutex_unlock(mutex)
+        return result
+    }
+}

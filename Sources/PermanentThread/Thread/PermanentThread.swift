@@ -143,15 +143,14 @@ public final class PermanentThread: Sendable {
         guard let loop = core.loop else {
             throw core.isStopRequested ? PermanentThreadError.stopped : .notStarted
         }
-        return try withoutActuallyEscaping(body) { escapable in
-            let call = SyncCall(escapable)
-            do {
-                try loop.performInCommonModes(label: label) { call.run() }
-            } catch {
-                throw PermanentThreadError.stopped
-            }
-            return try call.waitForResult()
+        // No allocation: the job's context is on this stack, the rest is the thread's `SyncSlot`.
+        var result: Result<T, any Error>?
+        do {
+            try SyncSlot.call(on: loop, label: label) { result = Result { try body() } }
+        } catch {
+            throw PermanentThreadError.stopped
         }
+        return try result.unsafelyUnwrapped.get()
     }
 
     /// Runs `body` on the thread and suspends until it returns: `try await thread.submit { … }`.
@@ -173,36 +172,5 @@ public final class PermanentThread: Sendable {
                 continuation.resume(throwing: error)
             }
         }
-    }
-}
-
-/// One `sync` call: the caller's closure, its result, and the wait for it.
-// Safety of @unchecked Sendable: the caller stores `body` before the block is enqueued
-// (the inbox publishes it: the slot's written flag is stored releasing, and loaded
-// acquiring by the loop); then only the permanent thread reads and clears it,
-// before it publishes the result through `outcome`'s lock, which the caller waits on.
-// The caller is blocked all that time, so `body`'s captures are never used by two
-// threads at once.
-private final class SyncCall<T>: @unchecked Sendable {
-    private var body: (() throws -> T)?
-    private let outcome = ConditionLock<Result<T, any Error>?>(nil)
-
-    init(_ body: @escaping () throws -> T) { self.body = body }
-
-    /// On the permanent thread.
-    func run() {
-        let result = Result { try body!() }
-        // Release the closure before waking the caller: `withoutActuallyEscaping` checks
-        // that nothing kept it.
-        body = nil
-        outcome.withLock { $0 = result }
-        outcome.broadcast()
-    }
-
-    /// On the caller's thread.
-    func waitForResult() throws -> T {
-        // No deadline: the block runs once the blocks queued before it have.
-        let result = outcome.wait(until: nil) { $0 }
-        return try result!.get()
     }
 }
