@@ -257,7 +257,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         ]
     }
 
-    private static func startPermanentThreads(_ count: Int) throws -> IdleGroup {
+    static func startPermanentThreads(_ count: Int) throws -> IdleGroup {
         var threads: [PermanentThread] = []
         do {
             for index in 0..<count {
@@ -284,7 +284,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     }
 
     /// The process's resident set in KiB: `VmRSS` of /proc/self/status.
-    private static func residentKiB() throws -> Int {
+    static func residentKiB() throws -> Int {
         let descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BenchmarkError.lastSystemError("open(/proc/self/status)") }
         defer { close(descriptor) }
@@ -309,7 +309,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     }
 
     /// The CPU time every thread of the process has used.
-    private static func processCPUTime() -> Duration {
+    static func processCPUTime() -> Duration {
         var now = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
         return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
