@@ -107,35 +107,41 @@ struct TimerHeap {
         siftDown(siftUp(index))
     }
 
+    /// Moves the entry at `start` up to its place; returns where it landed. The entry is
+    /// held aside while the ones it passes move down, so each level writes one entry and
+    /// one position, not a swap's two of each.
     @discardableResult
     private mutating func siftUp(_ start: Int) -> Int {
         var child = start
+        let moving = entries[child]
         while child > 0 {
             let parent = (child - 1) / 2
-            guard entries[child].precedes(entries[parent]) else { break }
-            swapEntries(child, parent)
+            guard moving.precedes(entries[parent]) else { break }
+            place(entries[parent], at: child)
             child = parent
         }
+        if child != start { place(moving, at: child) }
         return child
     }
 
     private mutating func siftDown(_ start: Int) {
         var parent = start
+        let moving = entries[parent]
+        let count = entries.count
         while true {
             let left = 2 * parent + 1, right = left + 1
-            var first = parent
-            if left < entries.count && entries[left].precedes(entries[first]) { first = left }
-            if right < entries.count && entries[right].precedes(entries[first]) { first = right }
-            if first == parent { return }
-            swapEntries(parent, first)
+            guard left < count else { break }
+            let first = right < count && entries[right].precedes(entries[left]) ? right : left
+            guard entries[first].precedes(moving) else { break }
+            place(entries[first], at: parent)
             parent = first
         }
+        if parent != start { place(moving, at: parent) }
     }
 
-    private mutating func swapEntries(_ a: Int, _ b: Int) {
-        entries.swapAt(a, b)
-        positions[entries[a].slot] = a
-        positions[entries[b].slot] = b
+    private mutating func place(_ entry: Entry, at index: Int) {
+        entries[index] = entry
+        positions[entry.slot] = index
     }
 
     /// Renumbers the slots densely and gives back the room of a heap that was much larger:
