@@ -25,18 +25,8 @@ enum ScaleBenchmarks: BenchmarkFamily {
     /// sources that were signalled, not the sources the loop holds.
     static func ports(sizes: [Int], messages: Int) -> BenchmarkCase {
         BenchmarkCase(name: "scale.ports", unit: "µs", impls: sizes.map { size in
-            BenchmarkImpl("ports-\(size)", size: size) {
-                let cpus = try WakePlacement.together.cpus()
-                let loop = try SourcesLoop(name: "bench-scale-ports", sources: size)
-                do {
-                    try CPUAffinity.restrict(threadID: loop.threadID, to: cpus.loop)
-                } catch {
-                    loop.shutDown()
-                    throw error
-                }
-                return .init(
-                    measure: { try LoopBenchmarks.medianRoundTrip(messages, on: loop, callerCPUs: cpus.caller) },
-                    stop: loop.shutDown)
+            LoopBenchmarks.wakeImpl("ports-\(size)", .together, messages, size: size) {
+                try SourcesLoop(name: "bench-scale-ports", sources: size)
             }
         })
     }
