@@ -94,6 +94,8 @@ public final class ThreadLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var readyBuffer: [PollEvent] = []
     /// The custom sources signalled and not yet performed.
     private let signalled = SignalledSources()
+    /// How long the loop spins for work before a sleep on its word, in nanoseconds (0: never).
+    @exclusivity(unchecked) private var spinWindow = 0
     @exclusivity(unchecked) private var ended = false
 
     init(name: String) throws(ThreadLoopError) {
@@ -793,6 +795,43 @@ public final class ThreadLoop: @unchecked Sendable {
         if state == WakeState.sleepingOnWord || state == WakeState.sleepingInPoller { claimWake(state) }
     }
 
+    /// Makes the loop spin for up to `window` before each sleep on its word: set by a
+    /// permanent thread on its own loop (see `PermanentThread.spinBeforeSleep`).
+    package func spinBeforeSleep(_ window: Duration) {
+        precondition(isCurrent, "a loop's spin is set on its own thread")
+        let (seconds, attoseconds) = max(window, .zero).components
+        spinWindow = Int(min(seconds, 1_000)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+
+    /// Spins, with the loop awake (so producers make no wake-up call), until work comes or
+    /// `limit` (the sleep's time-out, `nil` for none) or the spin window has passed; says
+    /// whether work came. Yields now and then, in case a producer waits for this CPU.
+    private func spinForWork(limit: Duration?) -> Bool {
+        var window = spinWindow
+        if let limit {
+            let (seconds, attoseconds) = max(limit, .zero).components
+            if seconds < 1_000 { window = min(window, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)) }
+        }
+        guard window > 0 else { return false }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let end = now.tv_sec * 1_000_000_000 + now.tv_nsec + window
+        var spins = 0
+        while true {
+            if inbox.hasWaiting || signalled.hasQueued || wakeRequested.load(ordering: .relaxed)
+                || stopRequested.load(ordering: .relaxed) {
+                return true
+            }
+            portkit_cpu_relax()
+            spins &+= 1
+            if spins & 63 == 0 {
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                if now.tv_sec * 1_000_000_000 + now.tv_nsec >= end { return false }
+                sched_yield()
+            }
+        }
+    }
+
     /// How many signalled-source entries passes have looked at: tests prove a pass visits
     /// the sources that were signalled, not every source of its mode.
     package var signalledSourceVisits: Int { signalled.visits }
@@ -816,6 +855,7 @@ public final class ThreadLoop: @unchecked Sendable {
         var timeout = timeout
         var sleeping = false
         let onWord = descriptorSources.isEmpty
+        if timeout != .zero && onWord && spinWindow > 0 && spinForWork(limit: timeout) { timeout = .zero }
         if timeout != .zero {
             // Dekker with the producers (all sequentially consistent): the loop publishes its
             // sleep, then looks at the inbox; a producer pushes, then looks at the sleep. One
