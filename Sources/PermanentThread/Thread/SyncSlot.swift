@@ -37,8 +37,9 @@ final class SyncSlot: @unchecked Sendable {
 
     /// The longest a caller spins: a few wake-ups of a sleeping thread.
     private static let maxSpin = 30_000
-    /// Whether spinning can help: another CPU may run the permanent thread meanwhile.
-    private static let canSpin = portkit_allowed_cpu_count() > 1
+    /// Whether spinning can help: another CPU may run the permanent thread meanwhile. Asked
+    /// per slot, as the calling thread may be pinned.
+    private let canSpin = portkit_allowed_cpu_count() > 1
 
     private init() {
         word = .allocate(capacity: 1)
@@ -106,7 +107,7 @@ final class SyncSlot: @unchecked Sendable {
     /// own CPU (the waker looks about to sleep), and a caller spinning there would keep it
     /// from running until the budget is spent. With nothing else to run, a yield returns at once.
     private func spin(from start: Int) -> Bool {
-        guard Self.canSpin else { return false }
+        guard canSpin else { return false }
         var spins = 0
         while true {
             if portkit_word_load(word) == Word.done {
