@@ -170,7 +170,7 @@ public final class PermanentThread: Sendable {
         guard let loop = core.loop else {
             throw core.isStopRequested ? PermanentThreadError.stopped : .notStarted
         }
-        // No allocation: the job's context is on this stack, the rest is the thread's `SyncSlot`.
+        // The job's context is on this stack; the rest is the calling thread's `SyncSlot`.
         var result: Result<T, any Error>?
         do {
             try SyncSlot.call(on: loop, label: label) { result = Result { try body() } }

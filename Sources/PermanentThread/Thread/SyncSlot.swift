@@ -1,9 +1,10 @@
 import CPortKitSystem
 import Glibc
 
-/// What a calling thread reuses for its `PermanentThread.sync` calls, so that a call
-/// allocates nothing: the block the loop runs (made once), the caller's job (a closure whose
-/// context is on the caller's stack) and the word the caller waits on.
+/// What a calling thread reuses for its `PermanentThread.sync` calls: the block the loop
+/// runs (made once), the caller's job (a closure whose context is on the caller's stack) and
+/// the word the caller waits on. A call allocates only the escaping thunk that
+/// `withoutActuallyEscaping` makes for the job.
 ///
 /// The wait: the caller spins on the word for a while (yielding its CPU), then sleeps on it (a futex). The
 /// permanent thread stores "done" and makes the system call to wake the caller only if the
