@@ -166,3 +166,32 @@ void portkit_futex_wake(uint32_t *word) {
 }
 
 void portkit_futex_reset(uint32_t *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }
+
+// MARK: - PermanentThread (a synchronous call's word: its caller spins, then sleeps on it)
+
+uint32_t portkit_word_load(uint32_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+
+void portkit_word_store(uint32_t *word, uint32_t value) { __atomic_store_n(word, value, __ATOMIC_RELEASE); }
+
+uint32_t portkit_word_exchange(uint32_t *word, uint32_t value) {
+    return __atomic_exchange_n(word, value, __ATOMIC_ACQ_REL);
+}
+
+bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t desired) {
+    return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+int portkit_futex_wait_while(uint32_t *word, uint32_t value) {
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
+}
+
+void portkit_futex_wake_one(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
+
+#include <sched.h>
+
+int portkit_allowed_cpu_count(void) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    return CPU_COUNT(&set);
+}

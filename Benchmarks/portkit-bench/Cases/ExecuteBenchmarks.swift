@@ -16,6 +16,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         let idleThreads = scale.count(100, quick: 10)
         return [
             roundTrip(roundTrips),
+            roundTripBackToBack(roundTrips),
             throughput("execute.throughput-1p", blocks: blocks, producers: 1),
             throughput("execute.throughput-4p", blocks: blocks, producers: 4),
             sync(roundTrips),
@@ -70,7 +71,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             var samples: [Double] = []
             samples.reserveCapacity(count)
             for number in 1...count {
-                pause(idleGap)
+                if idleGap > .zero { pause(idleGap) }
                 let start = ContinuousClock.now
                 try target.post { reply.send(number) }
                 try reply.spin(until: number)
@@ -79,6 +80,21 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             return Summary.median(samples)
         }
     }
+
+    /// `execute.roundtrip-b2b`: `execute.roundtrip` with each block posted as soon as the
+    /// previous one signalled back, and one more impl: `portkit-spin`, a permanent thread
+    /// made with `spinBeforeSleep` (`spinWindow`), which is awake when the next block comes.
+    static func roundTripBackToBack(_ count: Int) -> BenchmarkCase {
+        let measurement = RoundTrips(count: count, idleGap: .zero)
+        return BenchmarkCase(name: "execute.roundtrip-b2b", unit: "µs", impls: targetImpls(measurement) + [
+            targetImpl("portkit-spin", measurement) {
+                try PermanentThreadTarget(name: "bench-exec-spin", spinBeforeSleep: spinWindow)
+            },
+        ])
+    }
+
+    /// The spin of the `portkit-spin` impls: a few wake-ups' worth.
+    static let spinWindow: Duration = .microseconds(50)
 
     // MARK: execute.throughput
 
@@ -151,11 +167,14 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     // MARK: execute.sync
 
     /// `execute.sync`: the median time of a synchronous round trip that returns a value,
-    /// `PermanentThread.sync` against `DispatchQueue.sync`, no thread pinned.
+    /// `PermanentThread.sync` against `DispatchQueue.sync` and a pthread's closure queue
+    /// whose caller waits on a condition variable for the value, no thread pinned.
     ///
     /// `DispatchQueue.sync` on an idle serial queue runs the block on the caller's thread
     /// (no thread switch at all), while `PermanentThread.sync` always runs it on the
-    /// permanent thread: the comparison is what callers get, not like for like.
+    /// permanent thread: the comparison is what callers get, not like for like. The
+    /// `pthread` impl is like for like: a thread switch there and back, the caller asleep.
+    /// `portkit-spin` is a permanent thread made with `spinBeforeSleep` (`spinWindow`).
     static func sync(_ count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "execute.sync", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -166,6 +185,18 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             BenchmarkImpl("dispatch") {
                 let queue = DispatchQueue(label: "bench-sync-dispatch")
                 return .init(measure: { try medianSync(count) { number in queue.sync { number } } })
+            },
+            BenchmarkImpl("portkit-spin") {
+                let thread = PermanentThread(name: "bench-sync-spin", spinBeforeSleep: spinWindow)
+                try thread.run()
+                return .init(measure: { try medianSync(count) { number in try thread.sync { number } } }, stop: thread.stop)
+            },
+            BenchmarkImpl("pthread") {
+                let thread = try ConditionQueueThread(name: "bench-sync-pth")
+                let reply = ConditionReply()
+                return .init(
+                    measure: { try medianSync(count) { number in reply.call(on: thread) { number } } },
+                    stop: thread.shutDown)
             },
         ])
     }
@@ -243,16 +274,17 @@ enum ExecuteBenchmarks: BenchmarkFamily {
 
     private static func idleImpls(_ measure: @escaping ((Int) throws -> IdleGroup) throws -> Double) -> [BenchmarkImpl] {
         [
-            BenchmarkImpl("portkit", measure: { try measure(startPermanentThreads) }),
+            BenchmarkImpl("portkit", measure: { try measure { try startPermanentThreads($0) } }),
+            BenchmarkImpl("portkit-spin", measure: { try measure { try startPermanentThreads($0, spinBeforeSleep: spinWindow) } }),
             BenchmarkImpl("foundation", measure: { try measure(startFoundationThreads) }),
         ]
     }
 
-    private static func startPermanentThreads(_ count: Int) throws -> IdleGroup {
+    static func startPermanentThreads(_ count: Int, spinBeforeSleep: Duration = .zero) throws -> IdleGroup {
         var threads: [PermanentThread] = []
         do {
             for index in 0..<count {
-                let thread = PermanentThread(name: "bench-idle-\(index)")
+                let thread = PermanentThread(name: "bench-idle-\(index)", spinBeforeSleep: spinBeforeSleep)
                 try thread.run()
                 threads.append(thread)
             }
@@ -275,7 +307,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     }
 
     /// The process's resident set in KiB: `VmRSS` of /proc/self/status.
-    private static func residentKiB() throws -> Int {
+    static func residentKiB() throws -> Int {
         let descriptor = open("/proc/self/status", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw BenchmarkError.lastSystemError("open(/proc/self/status)") }
         defer { close(descriptor) }
@@ -300,7 +332,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
     }
 
     /// The CPU time every thread of the process has used.
-    private static func processCPUTime() -> Duration {
+    static func processCPUTime() -> Duration {
         var now = timespec()
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
         return .seconds(now.tv_sec) + .nanoseconds(now.tv_nsec)
@@ -328,8 +360,8 @@ protocol BlockTarget: Sendable {
 struct PermanentThreadTarget: BlockTarget {
     let thread: PermanentThread
 
-    init(name: String) throws {
-        thread = PermanentThread(name: name)
+    init(name: String, spinBeforeSleep: Duration = .zero) throws {
+        thread = PermanentThread(name: name, spinBeforeSleep: spinBeforeSleep)
         try thread.run()
     }
 

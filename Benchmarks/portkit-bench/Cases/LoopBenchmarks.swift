@@ -28,10 +28,12 @@ enum LoopBenchmarks: BenchmarkFamily {
         ])
     }
 
-    private static func wakeImpl<Loop: SleepingLoop>(
-        _ name: String, _ placement: WakePlacement, _ roundTrips: Int, start: @escaping () throws -> Loop
+    /// An impl of a wake case: `start` makes the loop, which is pinned as `placement` says.
+    static func wakeImpl<Loop: SleepingLoop>(
+        _ name: String, _ placement: WakePlacement, _ roundTrips: Int, size: Int? = nil,
+        start: @escaping () throws -> Loop
     ) -> BenchmarkImpl {
-        BenchmarkImpl(name) {
+        BenchmarkImpl(name, size: size) {
             let cpus = try placement.cpus()
             let loop = try start()
             do {

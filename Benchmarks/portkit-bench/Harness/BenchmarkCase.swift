@@ -32,18 +32,23 @@ struct BenchmarkImpl {
 
     /// The impl's name: `portkit`, or the baseline's (`raw`, `dispatch`, ...).
     let name: String
+    /// The size a scale case measures this impl at (ports, timers, threads), or `nil`. The
+    /// impls of a scale case are sizes of one thing; each is compared with the smallest.
+    let size: Int?
     /// Prepares the impl; called once per case, before the first run.
     let start: () throws -> Instance
 
     /// An impl that needs setting up: `start` returns what to measure and how to stop.
-    init(_ name: String, start: @escaping () throws -> Instance) {
+    init(_ name: String, size: Int? = nil, start: @escaping () throws -> Instance) {
         self.name = name
+        self.size = size
         self.start = start
     }
 
     /// An impl with nothing to set up: `measure` performs one run.
     init(_ name: String, measure: @escaping () throws -> Double) {
         self.name = name
+        self.size = nil
         self.start = { Instance(measure: measure) }
     }
 }

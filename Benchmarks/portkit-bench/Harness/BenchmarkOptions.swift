@@ -32,6 +32,7 @@ struct BenchmarkOptions: Equatable {
 
           --json              one JSON object per line:
                               {"bench": ..., "impl": ..., "unit": ..., "median": x, "min": x, "max": x, "runs": n}
+                              (a scale case's rows also carry "size": n)
           --filter SUBSTRING  run only the cases whose name contains SUBSTRING
           --runs N            measured runs per implementation (default \(defaultRuns), \(defaultQuickRuns) with --quick)
           --quick             smoke run: few iterations per run, to check the harness works
@@ -40,6 +41,8 @@ struct BenchmarkOptions: Equatable {
 
         In the table, portkit/IMPL is portkit's median divided by IMPL's: for a time, below 1
         means portkit took less; for a rate (a unit ending in /s), above 1 means portkit did more.
+        In a scale case (scale.*), whose impls are sizes, the column is each size's median
+        divided by the smallest size's, as 1.05x/10.
         """
 
     /// Parses the arguments (without the program name).

@@ -7,6 +7,7 @@ enum BenchmarkRegistry {
             ExecuteBenchmarks.self,
             PortBenchmarks.self,
             NameBenchmarks.self,
+            ScaleBenchmarks.self,
         ]
     }
 

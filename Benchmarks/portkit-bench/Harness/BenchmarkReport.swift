@@ -9,14 +9,16 @@ protocol BenchmarkReport {
 }
 
 /// One JSON object per line and per impl, flushed as each case ends:
-/// `{"bench": "...", "impl": "...", "unit": "...", "median": x, "min": x, "max": x, "runs": n}`.
+/// `{"bench": "...", "impl": "...", "unit": "...", "median": x, "min": x, "max": x, "runs": n}`,
+/// with `"size": n` after `"impl"` for an impl of a scale case.
 struct JSONLinesReport: BenchmarkReport {
     func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool) {}
 
     func report(_ results: [BenchmarkResult]) {
         for result in results {
             let s = result.summary
-            print("{\"bench\": \(Self.quoted(result.bench)), \"impl\": \(Self.quoted(result.impl)), "
+            let size = result.size.map { "\"size\": \($0), " } ?? ""
+            print("{\"bench\": \(Self.quoted(result.bench)), \"impl\": \(Self.quoted(result.impl)), " + size
                 + "\"unit\": \(Self.quoted(result.unit)), \"median\": \(Self.number(s.median)), "
                 + "\"min\": \(Self.number(s.min)), \"max\": \(Self.number(s.max)), \"runs\": \(s.count)}")
         }
@@ -50,7 +52,8 @@ struct JSONLinesReport: BenchmarkReport {
 }
 
 /// An aligned table, one row per impl, printed as each case ends. For each impl other than
-/// `portkit`, the last column is portkit's median divided by that impl's.
+/// `portkit`, the last column is portkit's median divided by that impl's; in a scale case
+/// (impls with sizes), each size's median divided by the smallest size's, as "1.05x/10".
 final class TableReport: BenchmarkReport {
     private var widths: [Int] = []
     private static let headers = ["bench", "impl", "unit", "median", "min", "max", "runs", "portkit/impl"]
@@ -70,10 +73,13 @@ final class TableReport: BenchmarkReport {
 
     func report(_ results: [BenchmarkResult]) {
         let portkit = results.first { $0.impl == "portkit" }?.summary.median
+        let smallest = results.filter { $0.size != nil }.min { $0.size! < $1.size! }
         for result in results {
             let s = result.summary
             var ratio = ""
-            if let portkit, result.impl != "portkit", s.median > 0 {
+            if let size = result.size, let smallest, let base = smallest.size, smallest.summary.median > 0 {
+                if size != base { ratio = String(format: "%.2fx/%d", s.median / smallest.summary.median, base) }
+            } else if let portkit, result.impl != "portkit", s.median > 0 {
                 ratio = String(format: "%.2fx", portkit / s.median)
             }
             print(row([

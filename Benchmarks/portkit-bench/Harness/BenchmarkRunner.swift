@@ -3,6 +3,8 @@ struct BenchmarkResult {
     let bench: String
     let impl: String
     let unit: String
+    /// The impl's size in a scale case, else `nil`.
+    var size: Int? = nil
     let summary: Summary
 }
 
@@ -45,7 +47,8 @@ struct BenchmarkRunner {
             }
         }
         return zip(impls, samples).map { impl, samples in
-            BenchmarkResult(bench: benchCase.name, impl: impl.name, unit: benchCase.unit, summary: Summary(samples))
+            BenchmarkResult(
+                bench: benchCase.name, impl: impl.name, unit: benchCase.unit, size: impl.size, summary: Summary(samples))
         }
     }
 }

@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <sys/types.h>
 #include <stdint.h>
+#include <stdbool.h>
 
 /// The kernel thread id of the calling thread.
 int portkit_gettid(void);
@@ -81,6 +82,24 @@ void portkit_futex_wake(uint32_t *word);
 
 /// Sets *word to 0 (release), before the thread that owns it next sleeps on it.
 void portkit_futex_reset(uint32_t *word);
+
+// MARK: - PermanentThread (a synchronous call's word: its caller spins, then sleeps on it)
+
+/// Loads *word (acquire).
+uint32_t portkit_word_load(uint32_t *word);
+/// Stores value into *word (release).
+void portkit_word_store(uint32_t *word, uint32_t value);
+/// Stores value into *word and returns what it held (acquire and release).
+uint32_t portkit_word_exchange(uint32_t *word, uint32_t value);
+/// Sets *word to desired if it holds expected (acquire and release); says whether it did.
+bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t desired);
+/// Sleeps while *word is value: FUTEX_WAIT_PRIVATE, no time-out. Returns 0 when woken, -1
+/// with errno (EAGAIN when *word was not value, EINTR) otherwise. Any return may be spurious.
+int portkit_futex_wait_while(uint32_t *word, uint32_t value);
+/// Wakes one thread sleeping on *word: FUTEX_WAKE_PRIVATE.
+void portkit_futex_wake_one(uint32_t *word);
+/// How many CPUs the calling thread may run on (sched_getaffinity); 1 if it cannot tell.
+int portkit_allowed_cpu_count(void);
 
 /// Tells the CPU the caller spins on a value another thread will change (PAUSE on x86,
 /// YIELD on ARM): the spin costs less power and leaves a sibling hyper-thread the core.

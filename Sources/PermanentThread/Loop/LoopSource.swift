@@ -43,8 +43,10 @@ public final class LoopSource: Sendable {
     /// Marks the source as having work and wakes its loop. Safe from any thread; signals
     /// that arrive before the loop performs the source are coalesced into one perform.
     public func signal() {
-        signalled.store(true, ordering: .releasing)
-        attachment.withLock { $0.loop }?.wakeUp()
+        // Only the signal that sets the flag queues the source: until it is performed, the
+        // loop holds it queued already (or queues it when it is added to a mode).
+        guard !signalled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        attachment.withLock { $0.loop }?.sourceSignalled(self)
     }
 
     /// Removes the source from its loop for good (its `cancel` runs). Safe from any thread.

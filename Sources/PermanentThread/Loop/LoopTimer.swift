@@ -13,14 +13,7 @@ public final class LoopTimer: Sendable {
     public let tolerance: Duration
     let handler: @Sendable (LoopTimer) -> Void
     let attachment = AttachmentLock()
-    private let schedule: Locked<Schedule>
-
-    struct Schedule {
-        var fireDate: ContinuousClock.Instant
-        /// Bumped whenever the timer is rescheduled or leaves a mode; heap entries with
-        /// an older generation are stale.
-        var generation: UInt64 = 0
-    }
+    private let schedule: Locked<ContinuousClock.Instant>
 
     /// Makes a timer that first fires at `fireDate`.
     /// - Parameters:
@@ -36,7 +29,7 @@ public final class LoopTimer: Sendable {
         self.interval = interval
         self.tolerance = max(tolerance, .zero)
         self.handler = handler
-        self.schedule = Locked(Schedule(fireDate: fireDate))
+        self.schedule = Locked(fireDate)
     }
 
     /// Makes a timer that first fires `delay` from now.
@@ -53,7 +46,7 @@ public final class LoopTimer: Sendable {
     }
 
     /// The next date the timer is due.
-    public var fireDate: ContinuousClock.Instant { schedule.withLock { $0.fireDate } }
+    public var fireDate: ContinuousClock.Instant { schedule.withLock { $0 } }
 
     /// Whether the timer can still fire: false after `invalidate()` or after a one-shot fired.
     public var isValid: Bool { attachment.withLock { $0.isValid } }
@@ -65,15 +58,9 @@ public final class LoopTimer: Sendable {
         loop?.itemInvalidated(.timer(self))
     }
 
-    var generation: UInt64 { schedule.withLock { $0.generation } }
-
-    /// Bumps the generation (making existing heap entries stale), optionally moving the fire date.
-    func reschedule(to date: ContinuousClock.Instant? = nil) -> (ContinuousClock.Instant, UInt64) {
-        schedule.withLock { s in
-            if let date { s.fireDate = date }
-            s.generation &+= 1
-            return (s.fireDate, s.generation)
-        }
+    /// Moves the next fire date (the loop, after a repeating timer fired).
+    func setFireDate(_ date: ContinuousClock.Instant) {
+        schedule.withLock { $0 = date }
     }
 
     /// The first date of the schedule strictly after `now`, skipping missed fires.

@@ -15,8 +15,8 @@ import Synchronization
 /// on its next pass. Running the loop is for its own thread only.
 // Safety of @unchecked Sendable: the state below "Loop thread only" is read and written
 // only on the loop's own thread (every public entry point checks `isCurrent` and sends
-// work through `inbox` otherwise); the state shared with other threads is `inbox` (a
-// queue for many producers and this one consumer, see `WorkQueue`), the `wakeState`,
+// work through `inbox` otherwise); the state shared with other threads is `inbox` and
+// `signalled.queue` (queues for many producers and this one consumer, see `WorkQueue`), the `wakeState`,
 // `wakeRequested`, `stopRequested`, `wakesInFlight` and `deliveries` atomics, the
 // `runningLabel` lock and immutable lets.
 public final class ThreadLoop: @unchecked Sendable {
@@ -73,7 +73,6 @@ public final class ThreadLoop: @unchecked Sendable {
     @exclusivity(unchecked) private var commonModeAnswer: (mode: LoopMode, version: Int, isCommon: Bool)?
     /// Items added to `common`, to be put in modes made common later.
     private let commonItems = ModeItems()
-    @exclusivity(unchecked) private var commonTimers: [ObjectIdentifier: LoopTimer] = [:]
     /// Blocks drained from the inbox that wait for a pass in one of their modes.
     @exclusivity(unchecked) private var held: [Work] = []
     /// An empty buffer, which the next drain into an empty `held` fills, so that `held` is
@@ -93,7 +92,10 @@ public final class ThreadLoop: @unchecked Sendable {
     /// The ready events' buffer, kept between passes so a pass does not allocate one. A run
     /// nested in a handler finds it taken (empty) and grows its own.
     @exclusivity(unchecked) private var readyBuffer: [PollEvent] = []
-    @exclusivity(unchecked) private var timerSequence: UInt64 = 0
+    /// The custom sources signalled and not yet performed.
+    private let signalled = SignalledSources()
+    /// How long the loop spins for work before a sleep on its word, in nanoseconds (0: never).
+    @exclusivity(unchecked) private var spinWindow = 0
     @exclusivity(unchecked) private var ended = false
 
     init(name: String) throws(ThreadLoopError) {
@@ -158,14 +160,15 @@ public final class ThreadLoop: @unchecked Sendable {
         while let work = inbox.pop() { dropped.append(work) }
         _ = consume dropped
         ended = true
+        signalled.close()
         for (mode, items) in modes {
-            for source in items.sources { source.onCancel?(self, mode) }
+            for source in items.sourcesInOrder { source.onCancel?(self, mode) }
         }
         var everything: [LoopItem] = []
         for items in modes.values {
-            everything += items.observers.map(LoopItem.observer) + items.sources.map(LoopItem.source)
+            everything += items.observers.map(LoopItem.observer) + items.sources.values.map { LoopItem.source($0.source) }
             everything += items.descriptors.values.map(LoopItem.descriptor)
-            everything += items.timers.entries.map { LoopItem.timer($0.timer) }
+            everything += items.timers.members.map(LoopItem.timer)
         }
         for item in everything {
             item.withAttachment { attachment in
@@ -178,7 +181,7 @@ public final class ThreadLoop: @unchecked Sendable {
         descriptorSources.removeAll()
         parkedSources.removeAll()
         lastReady = nil
-        commonTimers.removeAll()
+        commonItems.timers = TimerHeap()
         // No new wake can be claimed (the loop is awake and the inbox closed); let the ones
         // in flight land. Sequentially consistent: a claim made during the last sleep was
         // counted before it, so this load sees it.
@@ -347,8 +350,8 @@ public final class ThreadLoop: @unchecked Sendable {
         onLoopThread { loop in
             guard loop.commonModes.insert(mode).inserted else { return }
             let items = loop.commonItems
-            let common = items.observers.map(LoopItem.observer) + items.sources.map(LoopItem.source)
-                + items.descriptors.values.map(LoopItem.descriptor) + loop.commonTimers.values.map(LoopItem.timer)
+            let common = items.observers.map(LoopItem.observer) + items.sourcesInOrder.map(LoopItem.source)
+                + items.descriptors.values.map(LoopItem.descriptor) + items.timers.members.map(LoopItem.timer)
             for item in common { loop.insert(item, intoRealMode: mode) }
         }
     }
@@ -444,7 +447,6 @@ public final class ThreadLoop: @unchecked Sendable {
         guard item.withAttachment({ $0.isValid && $0.loop === self }) else { return }
         if mode == .common {
             guard commonItems.insert(item) else { return }
-            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = timer }
             for common in commonModes { insert(item, intoRealMode: common) }
         } else {
             insert(item, intoRealMode: mode)
@@ -456,11 +458,15 @@ public final class ThreadLoop: @unchecked Sendable {
         guard target.insert(item) else { return }
         let firstMode = item.withAttachment { a in a.modes.insert(mode); return a.modes.count == 1 }
         switch item {
-        case .timer(let timer):
-            let (date, generation) = (timer.fireDate, timer.generation)
-            pushTimer(timer, date: date, generation: generation, into: target)
+        case .timer:
+            break
         case .source(let source):
             source.onSchedule?(self, mode)
+            // Signalled while in no mode of this loop (or before it was ever added): queued now.
+            if source.isSignalled {
+                signalled.add(source)
+                wakeUp()
+            }
         case .descriptor(let source):
             lastReady = nil
             if firstMode {
@@ -481,17 +487,9 @@ public final class ThreadLoop: @unchecked Sendable {
         }
     }
 
-    private func pushTimer(_ timer: LoopTimer, date: ContinuousClock.Instant, generation: UInt64, into items: ModeItems) {
-        timerSequence &+= 1
-        items.timers.push(.init(
-            fireDate: date, latest: date + timer.tolerance, sequence: timerSequence,
-            generation: generation, timer: timer))
-    }
-
     private func remove(_ item: LoopItem, from mode: LoopMode) {
         if mode == .common {
             guard commonItems.remove(item) else { return }
-            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = nil }
             for common in commonModes { remove(item, fromRealMode: common) }
         } else {
             remove(item, fromRealMode: mode)
@@ -502,12 +500,8 @@ public final class ThreadLoop: @unchecked Sendable {
         guard let target = modes[mode], target.remove(item) else { return }
         let lastMode = item.withAttachment { a in a.modes.remove(mode); return a.modes.isEmpty }
         switch item {
-        case .timer(let timer):
-            // Stale heap entries are skipped; re-push into the modes the timer stays in.
-            let (date, generation) = timer.reschedule()
-            for other in timer.attachment.withLock({ $0.modes }) {
-                if let items = modes[other] { pushTimer(timer, date: date, generation: generation, into: items) }
-            }
+        case .timer:
+            break
         case .source(let source):
             source.onCancel?(self, mode)
         case .descriptor(let source):
@@ -527,9 +521,7 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     private func removeEverywhere(_ item: LoopItem) {
-        if commonItems.remove(item) {
-            if case .timer(let timer) = item { commonTimers[ObjectIdentifier(timer)] = nil }
-        }
+        _ = commonItems.remove(item)
         for mode in item.withAttachment({ $0.modes }) { remove(item, fromRealMode: mode) }
     }
 
@@ -791,15 +783,58 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     private func performSignalledSources(_ items: ModeItems, stopAfterOne: Bool) -> Bool {
-        var handled = false
-        for source in items.sources where source.signalled.load(ordering: .acquiring) {
-            guard source.signalled.exchange(false, ordering: .acquiringAndReleasing), source.isValid else { continue }
-            source.onPerform()
-            handled = true
-            if stopAfterOne { break }
-        }
-        return handled
+        signalled.perform(in: items, of: self, stopAfterOne: stopAfterOne)
     }
+
+    /// Told by `LoopSource.signal()`, from any thread, by the caller that set the source's
+    /// flag: queue it for a pass and wake the loop if it sleeps, as `enqueue` does for work.
+    func sourceSignalled(_ source: LoopSource) {
+        // A loop that ended takes no more signals.
+        guard signalled.queue.push({ source }) else { return }
+        let state = wakeState.load(ordering: .sequentiallyConsistent)
+        if state == WakeState.sleepingOnWord || state == WakeState.sleepingInPoller { claimWake(state) }
+    }
+
+    /// Makes the loop spin for up to `window` before each sleep on its word: set by a
+    /// permanent thread on its own loop (see `PermanentThread.spinBeforeSleep`).
+    package func spinBeforeSleep(_ window: Duration) {
+        precondition(isCurrent, "a loop's spin is set on its own thread")
+        let (seconds, attoseconds) = max(window, .zero).components
+        spinWindow = Int(min(seconds, 1_000)) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+
+    /// Spins, with the loop awake (so producers make no wake-up call), until work comes or
+    /// `limit` (the sleep's time-out, `nil` for none) or the spin window has passed; says
+    /// whether work came. Yields now and then, in case a producer waits for this CPU.
+    private func spinForWork(limit: Duration?) -> Bool {
+        var window = spinWindow
+        if let limit {
+            let (seconds, attoseconds) = max(limit, .zero).components
+            if seconds < 1_000 { window = min(window, Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)) }
+        }
+        guard window > 0 else { return false }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let end = now.tv_sec * 1_000_000_000 + now.tv_nsec + window
+        var spins = 0
+        while true {
+            if inbox.hasWaiting || signalled.hasQueued || wakeRequested.load(ordering: .relaxed)
+                || stopRequested.load(ordering: .relaxed) {
+                return true
+            }
+            portkit_cpu_relax()
+            spins &+= 1
+            if spins & 63 == 0 {
+                clock_gettime(CLOCK_MONOTONIC, &now)
+                if now.tv_sec * 1_000_000_000 + now.tv_nsec >= end { return false }
+                sched_yield()
+            }
+        }
+    }
+
+    /// How many signalled-source entries passes have looked at: tests prove a pass visits
+    /// the sources that were signalled, not every source of its mode.
+    package var signalledSourceVisits: Int { signalled.visits }
 
     private func timeout(_ items: ModeItems, _ deadline: ContinuousClock.Instant?) -> Duration? {
         var wake = deadline
@@ -808,15 +843,7 @@ public final class ThreadLoop: @unchecked Sendable {
     }
 
     private func nextTimerDate(_ items: ModeItems) -> ContinuousClock.Instant? {
-        while let top = items.timers.top {
-            if isLive(top, items) { return top.latest }
-            items.timers.pop()
-        }
-        return nil
-    }
-
-    private func isLive(_ entry: TimerHeap.Entry, _ items: ModeItems) -> Bool {
-        items.timerIDs.contains(ObjectIdentifier(entry.timer)) && entry.generation == entry.timer.generation
+        items.timers.top?.latest
     }
 
     /// Sleeps (or polls); returns the ready descriptor events.
@@ -828,6 +855,7 @@ public final class ThreadLoop: @unchecked Sendable {
         var timeout = timeout
         var sleeping = false
         let onWord = descriptorSources.isEmpty
+        if timeout != .zero && onWord && spinWindow > 0 && spinForWork(limit: timeout) { timeout = .zero }
         if timeout != .zero {
             // Dekker with the producers (all sequentially consistent): the loop publishes its
             // sleep, then looks at the inbox; a producer pushes, then looks at the sleep. One
@@ -836,7 +864,7 @@ public final class ThreadLoop: @unchecked Sendable {
             if onWord { wakeWord.reset() }
             wakeState.store(asleep, ordering: .sequentiallyConsistent)
             sleeping = true
-            if inbox.hasWaiting || wakeRequested.load(ordering: .sequentiallyConsistent) {
+            if inbox.hasWaiting || signalled.hasQueued || wakeRequested.load(ordering: .sequentiallyConsistent) {
                 // Work came first: take the sleep back and only poll. If a waker claimed the
                 // sleep meanwhile, its wake-up is not waited for (its thread may have been
                 // preempted before delivering it): it lands later, as one early return of a
@@ -883,17 +911,13 @@ public final class ThreadLoop: @unchecked Sendable {
         guard !items.timers.isEmpty else { return }
         let now = ContinuousClock.now
         while let top = items.timers.top, top.latest <= now || top.fireDate <= now {
-            items.timers.pop()
-            guard isLive(top, items) else { continue }
-            let timer = top.timer
+            // The timer stays in the mode, without an entry, while its handler runs.
+            let timer = items.timers.popTop().timer
             timer.handler(timer)
             guard timer.isValid, timer.attachment.withLock({ $0.loop === self }) else { continue }
             if let interval = timer.interval {
-                let next = timer.nextFireDate(after: .now, interval: interval)
-                let (date, generation) = timer.reschedule(to: next)
-                for mode in timer.attachment.withLock({ $0.modes }) {
-                    if let target = modes[mode] { pushTimer(timer, date: date, generation: generation, into: target) }
-                }
+                timer.setFireDate(timer.nextFireDate(after: .now, interval: interval))
+                for mode in timer.attachment.withLock({ $0.modes }) { modes[mode]?.timers.reschedule(timer) }
             } else {
                 timer.invalidate()
             }

@@ -36,15 +36,42 @@ public final class PermanentThread: Sendable {
     public let stackSize: Int?
     let core: ThreadCore
 
-    /// Makes a permanent thread; `run()` starts it.
+    /// How long the thread keeps its CPU, spinning, once it has run out of work, before it
+    /// sleeps; zero (the default) to sleep at once.
+    ///
+    /// Work that comes during the spin starts without a wake-up: a producer that posts
+    /// back to back gets round trips under the kernel's wake-up floor (a sleeping thread
+    /// takes several microseconds to wake, tens on an idle CPU). The price is up to this
+    /// much CPU after every burst of work, taken from other threads when CPUs are scarce;
+    /// once the spin has passed, an idle thread sleeps and costs nothing, as without it.
+    /// Only a loop that watches no descriptor spins (one with descriptors, ports over
+    /// sockets say, sleeps in epoll at once), and never past its next timer.
+    public var spinBeforeSleep: Duration { core.spinBeforeSleep }
+
+    /// Makes a permanent thread that sleeps as soon as it runs out of work; `run()` starts it.
     /// - Parameters:
     ///   - name: the thread's name, also shown by the OS (first 15 bytes) and in stall reports.
     ///   - stackSize: the stack size in bytes (at least `PTHREAD_STACK_MIN`, 16 KiB on
     ///     Linux); `nil` (the default) for the system default, usually 8 MiB.
     public init(name: String, stackSize: Int? = nil) {
+        // Designated, not convenience: code built against this initializer links unchanged.
         self.name = name
         self.stackSize = stackSize
         self.core = ThreadCore(name: name, stackSize: stackSize)
+    }
+
+    /// Makes a permanent thread that spins for up to `spinBeforeSleep` before it sleeps;
+    /// `run()` starts it.
+    /// - Parameters:
+    ///   - name: the thread's name, also shown by the OS (first 15 bytes) and in stall reports.
+    ///   - stackSize: the stack size in bytes (at least `PTHREAD_STACK_MIN`, 16 KiB on
+    ///     Linux); `nil` (the default) for the system default, usually 8 MiB.
+    ///   - spinBeforeSleep: how long the idle thread spins before it sleeps; zero for never
+    ///     (what the other initializer gives). See `spinBeforeSleep` for the trade-off.
+    public init(name: String, stackSize: Int? = nil, spinBeforeSleep: Duration) {
+        self.name = name
+        self.stackSize = stackSize
+        self.core = ThreadCore(name: name, stackSize: stackSize, spinBeforeSleep: max(spinBeforeSleep, .zero))
     }
 
     /// Stops the thread, as `stop()` does; when the last reference goes away on the thread
@@ -143,15 +170,14 @@ public final class PermanentThread: Sendable {
         guard let loop = core.loop else {
             throw core.isStopRequested ? PermanentThreadError.stopped : .notStarted
         }
-        return try withoutActuallyEscaping(body) { escapable in
-            let call = SyncCall(escapable)
-            do {
-                try loop.performInCommonModes(label: label) { call.run() }
-            } catch {
-                throw PermanentThreadError.stopped
-            }
-            return try call.waitForResult()
+        // The job's context is on this stack; the rest is the calling thread's `SyncSlot`.
+        var result: Result<T, any Error>?
+        do {
+            try SyncSlot.call(on: loop, label: label) { result = Result { try body() } }
+        } catch {
+            throw PermanentThreadError.stopped
         }
+        return try result.unsafelyUnwrapped.get()
     }
 
     /// Runs `body` on the thread and suspends until it returns: `try await thread.submit { … }`.
@@ -173,36 +199,5 @@ public final class PermanentThread: Sendable {
                 continuation.resume(throwing: error)
             }
         }
-    }
-}
-
-/// One `sync` call: the caller's closure, its result, and the wait for it.
-// Safety of @unchecked Sendable: the caller stores `body` before the block is enqueued
-// (the inbox publishes it: the slot's written flag is stored releasing, and loaded
-// acquiring by the loop); then only the permanent thread reads and clears it,
-// before it publishes the result through `outcome`'s lock, which the caller waits on.
-// The caller is blocked all that time, so `body`'s captures are never used by two
-// threads at once.
-private final class SyncCall<T>: @unchecked Sendable {
-    private var body: (() throws -> T)?
-    private let outcome = ConditionLock<Result<T, any Error>?>(nil)
-
-    init(_ body: @escaping () throws -> T) { self.body = body }
-
-    /// On the permanent thread.
-    func run() {
-        let result = Result { try body!() }
-        // Release the closure before waking the caller: `withoutActuallyEscaping` checks
-        // that nothing kept it.
-        body = nil
-        outcome.withLock { $0 = result }
-        outcome.broadcast()
-    }
-
-    /// On the caller's thread.
-    func waitForResult() throws -> T {
-        // No deadline: the block runs once the blocks queued before it have.
-        let result = outcome.wait(until: nil) { $0 }
-        return try result!.get()
     }
 }

@@ -89,9 +89,13 @@ final class ThreadCore: @unchecked Sendable {
     /// `perform` takes an array of modes; one shared array spares an allocation per block.
     static let commonModes: [LoopMode] = [.common]
 
-    init(name: String, stackSize: Int?) {
+    /// How long the loop spins before it sleeps (see `PermanentThread.spinBeforeSleep`).
+    let spinBeforeSleep: Duration
+
+    init(name: String, stackSize: Int?, spinBeforeSleep: Duration = .zero) {
         self.name = name
         self.stackSize = stackSize
+        self.spinBeforeSleep = spinBeforeSleep
     }
 
     var loop: ThreadLoop? { publishedLoop.load(ordering: .acquiring)?.takeUnretainedValue() }
@@ -202,6 +206,7 @@ final class ThreadCore: @unchecked Sendable {
         } catch {
             preconditionFailure("a new run loop refused its keep-alive source: \(error)")
         }
+        loop.spinBeforeSleep(spinBeforeSleep)
         kernelID.store(portkit_gettid(), ordering: .releasing)
         state.withLock { s in
             s.loop = loop
