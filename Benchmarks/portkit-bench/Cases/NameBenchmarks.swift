@@ -11,6 +11,7 @@ enum NameBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         [
             lookup(count: scale.count(500, quick: 20)),
+            call(count: scale.count(2000, quick: 100)),
             ownerQuery(count: scale.count(500, quick: 20)),
             register(count: scale.count(500, quick: 20)),
             connectLookup(count: scale.count(200, quick: 10)),
@@ -59,6 +60,7 @@ enum NameBenchmarks: BenchmarkFamily {
                     measure: { try medianMicroseconds(count) { try broker.lookup() } },
                     stop: broker.stop)
             },
+            DBusBenchmarks.lookup(count: count),
         ])
     }
 
@@ -176,6 +178,7 @@ enum NameBenchmarks: BenchmarkFamily {
                     measure: { try medianMicroseconds(count) { try relayedDeathOnce(relay) } },
                     stop: relay.stop)
             },
+            DBusBenchmarks.death(count: count),
         ])
     }
 
@@ -318,7 +321,7 @@ enum NameBenchmarks: BenchmarkFamily {
     // MARK: Shared
 
     /// Runs `sample` `count` times and returns the median in µs.
-    private static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
+    static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for _ in 0..<count { samples.append(try sample().microseconds) }
@@ -328,7 +331,7 @@ enum NameBenchmarks: BenchmarkFamily {
 
 /// An embedded name server in a private directory, with one name registered by a port on
 /// a loop thread of its own.
-private final class NameFixture: Sendable {
+final class NameFixture: Sendable {
     let directory: String
     let address: String
     let name = "bench.target"
@@ -363,7 +366,7 @@ private final class NameFixture: Sendable {
 
 /// The baseline: a thread answering 32-byte requests on Unix stream sockets with blocking
 /// reads and writes, no framing and no loop.
-private final class RawEcho: Sendable {
+final class RawEcho: Sendable {
     private static let size = 32
     private let client: CInt
     private let listenerPath: String?

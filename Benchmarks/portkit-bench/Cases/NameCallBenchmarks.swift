@@ -1,0 +1,41 @@
+import NamedPortServer
+import PortMessaging
+
+extension NameBenchmarks {
+    /// The bytes of a `names.call` request and of its reply, as `raw`'s requests.
+    static let callSize = 32
+
+    /// `names.call`: a request to a named owner and its reply, once the name is looked up:
+    /// PortKit's send port from `lookup` (a connection of its own to the owner) against
+    /// `raw`, one bare request/response over a connected Unix socket, and `dbus`, a method
+    /// call to the owner's name through the bus.
+    static func call(count: Int) -> BenchmarkCase {
+        let request = Message(id: 1, bytes: PortBenchmarks.payload(callSize))
+        return BenchmarkCase(name: "names.call", unit: "µs", impls: [
+            BenchmarkImpl("portkit") {
+                let fixture = try NameFixture()
+                let client = try NameServerClient.connect(to: fixture.address)
+                let port = try client.lookup(fixture.name)
+                return .init(
+                    measure: {
+                        try PortBenchmarks.medianMicroseconds(count) {
+                            let reply = try port.sendRequest(request)
+                            guard reply.bytes.count == callSize else { throw BenchmarkError.timedOut("a wrong reply") }
+                        }
+                    },
+                    stop: {
+                        port.invalidate()
+                        client.close()
+                        fixture.stop()
+                    })
+            },
+            BenchmarkImpl("raw") {
+                let echo = try RawEcho.pair()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
+                    stop: echo.stop)
+            },
+            DBusBenchmarks.call(count: count, size: callSize),
+        ])
+    }
+}
