@@ -10,7 +10,12 @@ import Synchronization
 enum PortBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         [
-            inProcessRoundTrip(count: scale.count(2000, quick: 100)),
+            inProcessRoundTrip(
+                "port.inprocess.roundtrip", count: scale.count(2000, quick: 100), pacing: .idle, placement: .together),
+            inProcessRoundTrip(
+                "port.inprocess.roundtrip-b2b", count: scale.count(2000, quick: 100), pacing: .backToBack, placement: .together),
+            inProcessRoundTrip(
+                "port.inprocess.roundtrip-apart", count: scale.count(2000, quick: 100), pacing: .idle, placement: .apart),
             inProcessThroughput(count: scale.count(200_000, quick: 2000)),
             processRoundTrip(count: scale.count(2000, quick: 100)),
             processOneWay(count: scale.count(100_000, quick: 1000)),
@@ -24,45 +29,6 @@ enum PortBenchmarks: BenchmarkFamily {
     /// What a handler does with a request: answers with the same id and components.
     @Sendable static func echo(_ message: Message) -> Message? {
         Message(id: message.id, components: message.components)
-    }
-
-    // MARK: port.inprocess.roundtrip
-
-    /// `port.inprocess.roundtrip`: the median time of a request and its reply between this
-    /// thread and a port served on another thread (8 bytes each way).
-    static func inProcessRoundTrip(count: Int) -> BenchmarkCase {
-        let request = Message(id: 1, bytes: payload(8))
-        return BenchmarkCase(name: "port.inprocess.roundtrip", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
-                let served = try ServedPort(name: "bench-port-rt", handler: echo)
-                let port = served.port.makeSendPort()
-                return .init(
-                    measure: {
-                        try medianMicroseconds(count) {
-                            guard try port.sendRequest(request).id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
-                        }
-                    },
-                    stop: served.stop)
-            },
-            BenchmarkImpl("dispatch") {
-                // The same work the Dispatch way: the handler runs on a serial queue, the
-                // caller waits on a semaphore for the reply it leaves in a box.
-                let queue = DispatchQueue(label: "bench-port-rt-dispatch")
-                let replied = DispatchSemaphore(value: 0)
-                let box = Locked<Message?>(nil)
-                return .init(measure: {
-                    try medianMicroseconds(count) {
-                        queue.async {
-                            let reply = echo(request)
-                            box.withLock { $0 = reply }
-                            replied.signal()
-                        }
-                        replied.wait()
-                        guard box.withLock({ $0.take() })?.id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
-                    }
-                })
-            },
-        ])
     }
 
     // MARK: port.inprocess.throughput
