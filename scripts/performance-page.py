@@ -4,8 +4,10 @@
     scripts/performance-page.py [--check] [RESULTS.jsonl] [OUTPUT.md]
 
 With --check, writes nothing and fails if OUTPUT.md is not what the results make (CI).
-Defaults: Benchmarks/results/portkit-bench.jsonl and docs/PERFORMANCE.md; the chart goes
-beside the page as performance-ratios.svg. A file
+Defaults: Benchmarks/results/portkit-bench.jsonl and docs/PERFORMANCE.md; the charts go
+beside the page: performance-ratios.svg, and for each case whose rows carry a "size" (the
+scale.* cases, whose impls are sizes of one thing) performance-CASE.svg, its cost against
+its size. A file
 RESULTS.stderr.txt beside the results, if present, lists the cases a baseline could not
 be measured in. Standard library only.
 """
@@ -28,17 +30,26 @@ CASES = {
     "execute.sync": "a value round trip with `sync` (Dispatch runs it inline on the caller: not like for like)",
     "thread.idle-rss": "resident memory of 100 idle threads",
     "thread.idle-cpu": "CPU time of 100 idle threads over one second",
-    "port.inprocess.roundtrip": "a request and its reply between two threads of a process",
+    "port.inprocess.roundtrip": "a request to an idle receiver on another thread and its reply, "
+                                "every thread of the process on one CPU",
+    "port.inprocess.roundtrip-b2b": "the same, each request as soon as the last reply is in",
+    "port.inprocess.roundtrip-apart": "a request to an idle receiver and its reply, the caller on one CPU "
+                                      "and every other thread on the other",
     "port.inprocess.throughput": "one-way messages per second between two threads",
     "port.process.roundtrip": "a 64-byte request and its reply to a child process",
     "port.process.oneway": "64-byte one-way messages per second to a child process",
     "port.process.bulk": "64 KiB messages to a child process",
     "names.lookup": "a name looked up on a kept connection, with a connection brokered to its owner",
+    "names.call": "a request to a named owner and its reply, once the name is looked up",
     "names.owner": "who holds a name, one request through the server",
     "names.register": "a name registered and released",
     "names.connect-lookup": "connect to the server, say hello, look a name up",
     "names.death": "SIGKILL of an owner until a watcher sees its name vanish",
     "names.death-floor": "the kernel alone: SIGKILL until the survivor's end of a socket hangs up, for three victims",
+    "scale.ports": "a message to a random one of N ports on one sleeping loop, caller and loop on one CPU",
+    "scale.timers": "arming and firing a timer on a loop that holds N other timers",
+    "scale.threads-rss": "resident memory of N idle permanent threads",
+    "scale.threads-cpu": "CPU time of N idle permanent threads over one second",
 }
 
 BASELINES = {
@@ -51,6 +62,9 @@ BASELINES = {
     "dispatch": "a serial `DispatchQueue` (`async`, `sync`, `DispatchSourceTimer`; async plus a semaphore for ports)",
     "foundation": "Foundation on Linux: a `Thread` running its `RunLoop` (given blocks with `RunLoop.perform` "
                   "plus `CFRunLoopWakeUp`), or `SocketPort` over TCP for processes",
+    "dbus": "D-Bus, what a Linux program would otherwise use for names: a private `dbus-daemon` and "
+            "libdbus clients (`Benchmarks/dbus/portkit-dbus-peer.c`): `GetNameOwner` for a lookup, which "
+            "hands back a string; a method call through the bus for a call; `NameOwnerChanged` for a death",
     "fresh-sleep": "`/bin/sleep` killed as soon as it is spawned",
     "settled-sleep": "`/bin/sleep` killed once asleep",
     "settled-swift": "a Swift program with Foundation and PortKit loaded, killed once asleep",
@@ -119,6 +133,75 @@ def chart_svg(cases):
     return "\n".join(out) + "\n"
 
 
+def sized(impls):
+    """Whether a case's rows carry sizes: its impls are sizes of one thing, not rivals."""
+    return any("size" in r for r in impls)
+
+
+def series_of(row):
+    """The curve a sized row belongs to: its impl without the size (`ports-10` -> `ports`)."""
+    impl = row["impl"]
+    suffix = f"-{row['size']}"
+    return impl[: -len(suffix)] if impl.endswith(suffix) else impl
+
+
+def count_label(value):
+    for divisor, suffix in ((1_000_000, "M"), (1000, "k")):
+        if value >= divisor and value % divisor == 0:
+            return f"{value // divisor}{suffix}"
+    return f"{value:g}"
+
+
+def curve_svg(name, impls):
+    """Median against size, one curve per series: sizes on a log scale, cost from zero, so a
+    flat curve reads as flat; a bar through each point spans the runs' range."""
+    rows = sorted((r for r in impls if "size" in r), key=lambda r: r["size"])
+    series = {}
+    for r in rows:
+        series.setdefault(series_of(r), []).append(r)
+    unit = rows[0]["unit"]
+    left, right, top, bottom, plot_width, plot_height = 64, 130, 30, 40, 400, 200
+    width, height = left + plot_width + right, top + plot_height + bottom
+    sizes = sorted({r["size"] for r in rows})
+    low, high = math.log10(sizes[0]), math.log10(sizes[-1])
+    ceiling = max(r["max"] for r in rows) * 1.1 or 1
+
+    def x(size):
+        if high == low:
+            return left + plot_width / 2
+        inset = 20
+        return left + inset + (math.log10(size) - low) / (high - low) * (plot_width - 2 * inset)
+
+    def y(value):
+        return top + plot_height - value / ceiling * plot_height
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{left}" y="16">{html.escape(name)}: median {html.escape(unit)} against size '
+           f'(bars: range of the runs)</text>']
+    for step in range(5):
+        value = ceiling * step / 4
+        out.append(f'<line x1="{left}" y1="{y(value):.1f}" x2="{left + plot_width}" y2="{y(value):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{fmt(value) if value else "0"}</text>')
+    for size in sizes:
+        out.append(f'<line x1="{x(size):.1f}" y1="{top}" x2="{x(size):.1f}" y2="{top + plot_height}" stroke="#eee"/>')
+        out.append(f'<text x="{x(size):.1f}" y="{top + plot_height + 16}" text-anchor="middle">{count_label(size)}</text>')
+    out.append(f'<text x="{left + plot_width / 2}" y="{height - 6}" text-anchor="middle">size (log scale)</text>')
+    colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00"]
+    for index, (label, points) in enumerate(series.items()):
+        colour = colours[index % len(colours)]
+        path = " ".join(f"{x(r['size']):.1f},{y(r['median']):.1f}" for r in points)
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for r in points:
+            px = x(r["size"])
+            out.append(f'<line x1="{px:.1f}" y1="{y(r["min"]):.1f}" x2="{px:.1f}" y2="{y(r["max"]):.1f}" stroke="{colour}"/>')
+            out.append(f'<circle cx="{px:.1f}" cy="{y(r["median"]):.1f}" r="3" fill="{colour}"/>')
+        out.append(f'<text x="{left + plot_width + 10}" y="{top + 12 + index * 16}" fill="{colour}">{html.escape(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
 def main():
     arguments = sys.argv[1:]
     check = "--check" in arguments
@@ -143,13 +226,14 @@ def main():
     w(f"<!-- Generated by scripts/performance-page.py from {relative}; do not edit by hand. -->")
     w("")
     w("How PortKit compares with what a Linux program would otherwise use: Dispatch, Foundation,")
-    w("a pthread with a condition variable, and the same exchanges written directly against")
-    w("system calls. Every figure below comes from one `portkit-bench --json` run, committed as")
+    w("a pthread with a condition variable, D-Bus for names, and the same exchanges written directly")
+    w("against system calls. Every figure below comes from one `portkit-bench --json` run, committed as")
     w(f"`{relative}`.")
     w("")
     w("## Method")
     w("")
     w("```sh")
+    w("scripts/bench-setup.sh    # dbus-daemon, libdbus and the bench's D-Bus peer")
     w("swift build -c release --product portkit-bench")
     w(".build/release/portkit-bench --json > Benchmarks/results/portkit-bench.jsonl \\")
     w("    2> Benchmarks/results/portkit-bench.stderr.txt")
@@ -168,6 +252,8 @@ def main():
     w("  PortKit did more.")
     w("- `--filter SUBSTRING` runs one family (`loop`, `execute`, `thread.idle`, `port.`, `names`);")
     w("  `--runs N` changes the number of runs.")
+    w("- The `dbus` impls start a private bus of their own for the case (never the system or")
+    w("  session bus). Without `dbus-daemon` or the peer, the bench leaves them out and says why.")
     w("")
     w("The baselines:")
     w("")
@@ -181,7 +267,7 @@ def main():
     w("| --- | --- | ---: | --- |")
     for name, impls in cases.items():
         portkit = next((r for r in impls if r["impl"] == "portkit"), None)
-        if portkit is None:
+        if portkit is None or sized(impls):
             continue
         ratios = [f"{r['impl']} {portkit['median'] / r['median']:.2f}x" for r in impls
                   if r["impl"] != "portkit" and r["median"] > 0]
@@ -222,6 +308,39 @@ def main():
                     w(f"Not measured: `{note.split(':')[0]}` — {note.split(':', 2)[-1].strip()}.")
             w("")
 
+    charts = {}
+    scaled = [(name, impls) for name, impls in cases.items() if sized(impls)]
+    if scaled:
+        w("## How cost grows")
+        w("")
+        w("Each of these cases measures one thing at several sizes (ports on a loop, timers, threads);")
+        w("its rows carry the size, and the ratio is each size's median to the smallest size's of the")
+        w("same invocation.")
+        w("")
+    for name, impls in scaled:
+        unit = impls[0]["unit"]
+        chart = f"performance-{name}.svg"
+        charts[chart] = curve_svg(name, impls)
+        w(f"### `{name}`")
+        w("")
+        what = CASES.get(name, name)
+        w(f"{what[:1].upper() + what[1:]} ({unit}, lower is better).")
+        w("")
+        w(f"![{name}: cost against size]({chart})")
+        w("")
+        w("| series | size | median | range | ÷ smallest |")
+        w("| --- | ---: | ---: | ---: | ---: |")
+        by_series = {}
+        for r in sorted(impls, key=lambda r: r.get("size", 0)):
+            by_series.setdefault(series_of(r), []).append(r)
+        for label, points in by_series.items():
+            base = points[0]["median"]
+            for r in points:
+                ratio = f"{r['median'] / base:.2f}x" if base > 0 and r is not points[0] else ""
+                w(f"| {label} | {count_label(r.get('size', 0))} | {fmt(r['median'])} | "
+                  f"{fmt(r['min'])} – {fmt(r['max'])} | {ratio} |")
+        w("")
+
     w("## Reading the figures")
     w("")
     w("- A block posted to an idle thread costs a wake-up: a futex while the loop watches no")
@@ -234,23 +353,30 @@ def main():
     w("  the dead process's descriptors, after tearing down its memory: `names.death-floor`")
     w("  shows that floor grows with the victim's size, and a real program's death is seen")
     w("  after a millisecond or more, nearly all of it the kernel's. docs/NAMES.md says more.")
+    w("- D-Bus answers a lookup with a string, the owner's unique name, and every call to the owner")
+    w("  then goes through the bus daemon: two hops and two parses each way. A PortKit lookup hands")
+    w("  back a port connected to the owner, and a call on it goes straight there.")
+    w("- Two threads of a process hand a request over with a context switch when they share a")
+    w("  CPU; on two CPUs of a virtual machine each wake-up of an idle CPU costs tens of µs more.")
+    w("  Left to the scheduler, that choice flipped from one invocation to the next, so the")
+    w("  in-process round trips pin every thread of the process, Dispatch's workers too.")
     w("")
     page = "\n".join(out)
-    svg_path = os.path.join(os.path.dirname(output), "performance-ratios.svg")
-    svg = chart_svg(cases)
+    files = {output: page, os.path.join(os.path.dirname(output), "performance-ratios.svg"): chart_svg(cases)}
+    for chart, svg in charts.items():
+        files[os.path.join(os.path.dirname(output), chart)] = svg
     if check:
-        current = open(output).read() if os.path.exists(output) else ""
-        current_svg = open(svg_path).read() if os.path.exists(svg_path) else ""
-        if current != page or current_svg != svg:
-            sys.exit(f"performance-page: {os.path.relpath(output, ROOT)} is not what {relative} makes; "
-                     "run scripts/performance-page.py")
+        for path, text in files.items():
+            current = open(path).read() if os.path.exists(path) else ""
+            if current != text:
+                sys.exit(f"performance-page: {os.path.relpath(path, ROOT)} is not what {relative} makes; "
+                         "run scripts/performance-page.py")
         print(f"performance-page: {os.path.relpath(output, ROOT)} is up to date")
         return
-    with open(output, "w") as f:
-        f.write(page)
-    with open(svg_path, "w") as f:
-        f.write(svg)
-    print(f"performance-page: wrote {os.path.relpath(output, ROOT)} ({len(cases)} cases)")
+    for path, text in files.items():
+        with open(path, "w") as f:
+            f.write(text)
+    print(f"performance-page: wrote {os.path.relpath(output, ROOT)} ({len(cases)} cases, {len(charts)} curves)")
 
 
 if __name__ == "__main__":
