@@ -48,12 +48,7 @@ enum NameBenchmarks: BenchmarkFamily {
                         fixture.stop()
                     })
             },
-            BenchmarkImpl("raw") {
-                let echo = try RawEcho.pair()
-                return .init(
-                    measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
-                    stop: echo.stop)
-            },
+            rawRequest(count: count),
             BenchmarkImpl("raw-brokered") {
                 let broker = try RawNameBroker()
                 return .init(
@@ -62,6 +57,17 @@ enum NameBenchmarks: BenchmarkFamily {
             },
             DBusBenchmarks.lookup(count: count),
         ])
+    }
+
+    /// `raw`: one bare 32-byte request/response over a connected Unix socket to a thread
+    /// that answers it, `count` times; the median.
+    static func rawRequest(count: Int) -> BenchmarkImpl {
+        BenchmarkImpl("raw") {
+            let echo = try RawEcho.pair()
+            return .init(
+                measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
+                stop: echo.stop)
+        }
     }
 
     /// `names.owner`: who holds a name, on a kept connection: one plain request/response
@@ -321,7 +327,7 @@ enum NameBenchmarks: BenchmarkFamily {
     // MARK: Shared
 
     /// Runs `sample` `count` times and returns the median in µs.
-    static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
+    private static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for _ in 0..<count { samples.append(try sample().microseconds) }
@@ -366,7 +372,7 @@ final class NameFixture: Sendable {
 
 /// The baseline: a thread answering 32-byte requests on Unix stream sockets with blocking
 /// reads and writes, no framing and no loop.
-final class RawEcho: Sendable {
+private final class RawEcho: Sendable {
     private static let size = 32
     private let client: CInt
     private let listenerPath: String?

@@ -29,12 +29,7 @@ extension NameBenchmarks {
                         fixture.stop()
                     })
             },
-            BenchmarkImpl("raw") {
-                let echo = try RawEcho.pair()
-                return .init(
-                    measure: { try medianMicroseconds(count) { try echo.roundTrip() } },
-                    stop: echo.stop)
-            },
+            rawRequest(count: count),
             DBusBenchmarks.call(count: count, size: callSize),
         ])
     }

@@ -330,26 +330,13 @@ final class RawChild: Sendable {
 /// checks with a small probe run that SocketPort works for this kind of exchange, and asks
 /// it for runs.
 final class SocketPortDriver: Sendable {
-    private let input: CInt
-    private let output: CInt
-    private let child: BenchProcess
-    private let pending = Locked<[UInt8]>([])
+    private let child: LineChild
 
     /// Starts the driver in `mode` and makes the probe run.
     /// - Throws: `BenchmarkError.notMeasurable` when the probe fails (with why).
     init(mode: SocketPortChildren.Mode, probe: (count: Int, size: Int)) throws {
-        var toChild: (CInt, CInt) = (-1, -1)
-        var fromChild: (CInt, CInt) = (-1, -1)
-        _ = withUnsafeMutableBytes(of: &toChild) { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }
-        _ = withUnsafeMutableBytes(of: &fromChild) { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }
-        guard toChild.0 >= 0, fromChild.0 >= 0 else { throw BenchmarkError.lastSystemError("pipe2") }
-        defer {
-            close(toChild.0)
-            close(fromChild.1)
-        }
-        child = try BenchProcess.spawn(["socketport-driver", mode.rawValue], standardInput: toChild.0, standardOutput: fromChild.1)
-        input = toChild.1
-        output = fromChild.0
+        child = try LineChild(
+            BenchProcess.executable, ["--child", "socketport-driver", mode.rawValue], discardingErrors: false)
         do {
             let ready = try readLine(timeout: .seconds(30))
             guard ready == "ready" else { throw BenchmarkError.notMeasurable(Self.failure(ready)) }
@@ -366,9 +353,11 @@ final class SocketPortDriver: Sendable {
     /// One run: `count` messages of `size` bytes; the driver's seconds.
     /// - Throws: `BenchmarkError.notMeasurable` with the driver's reason when it failed.
     func run(count: Int, size: Int) throws -> Double {
-        let command = "run \(count) \(size)\n"
-        let wrote = command.utf8CString.withUnsafeBufferPointer { portkit_write_nosigpipe(input, $0.baseAddress, $0.count - 1) }
-        guard wrote == command.utf8.count else { throw BenchmarkError.notMeasurable("the SocketPort driver is gone") }
+        do {
+            try child.send("run \(count) \(size)")
+        } catch {
+            throw BenchmarkError.notMeasurable("the SocketPort driver is gone")
+        }
         let line = try readLine(timeout: .seconds(120))
         guard line.hasPrefix("ok "), let seconds = Double(line.dropFirst(3)) else {
             throw BenchmarkError.notMeasurable(Self.failure(line))
@@ -382,34 +371,15 @@ final class SocketPortDriver: Sendable {
 
     /// Ends the driver (end of its input) and waits for it.
     func stop() {
-        close(input)
-        close(output)
-        child.wait()
+        child.stop()
     }
 
-    /// The driver's next line, without its newline; "" at end of file.
+    /// The driver's next line; a `fail` line with its wait status when it ended.
     private func readLine(timeout: Duration) throws -> String {
-        let deadline = ContinuousClock.now + timeout
-        while true {
-            if let line = pending.withLock({ buffer -> String? in
-                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-                defer { buffer.removeSubrange(...newline) }
-                return String(decoding: buffer[..<newline], as: UTF8.self)
-            }) {
-                return line
-            }
-            let left = deadline - .now
-            guard left > .zero else { throw BenchmarkError.timedOut("no answer from the SocketPort driver in \(timeout)") }
-            let ready = portkit_poll_one(output, CShort(POLLIN), CInt(left.seconds * 1000) + 1)
-            if ready < 0 && errno == EINTR { continue }
-            guard ready >= 0 else { throw BenchmarkError.lastSystemError("poll") }
-            if ready == 0 { continue }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let got = chunk.withUnsafeMutableBytes { Glibc.read(output, $0.baseAddress, $0.count) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { return "fail the SocketPort driver process ended (\(describeStatus(child.wait())))" }
-            pending.withLock { $0 += chunk[..<got] }
+        guard let line = try child.readLine(timeout: timeout) else {
+            return "fail the SocketPort driver process ended (\(describeStatus(child.wait())))"
         }
+        return line
     }
 }
 

@@ -2,9 +2,9 @@ import CPortKitSystem
 import Glibc
 import Synchronization
 
-/// A program other than this one run as a child that speaks in lines: its standard input
-/// and output are pipes to this process, its standard error is discarded. The D-Bus
-/// baselines run the bus daemon and the bench's libdbus peer this way.
+/// A child program that speaks in lines: its standard input and output are pipes to this
+/// process. The D-Bus baselines run the bus daemon and the bench's libdbus peer this way,
+/// the SocketPort baseline its driver.
 final class LineChild: Sendable {
     /// The child's process id.
     let pid: pid_t
@@ -12,9 +12,10 @@ final class LineChild: Sendable {
     private let output: CInt
     private let pending = Mutex<[UInt8]>([])
 
-    /// Starts `path` with `arguments` (without the program name).
+    /// Starts `path` with `arguments` (without the program name); its standard error is this
+    /// process's, or with `discardingErrors`, `/dev/null`.
     /// - Throws: `BenchmarkError.system` when a pipe or `posix_spawn` fails.
-    init(_ path: String, _ arguments: [String]) throws(BenchmarkError) {
+    init(_ path: String, _ arguments: [String], discardingErrors: Bool = true) throws(BenchmarkError) {
         var toChild: (CInt, CInt) = (-1, -1)
         var fromChild: (CInt, CInt) = (-1, -1)
         guard withUnsafeMutableBytes(of: &toChild, { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }) == 0
@@ -34,7 +35,7 @@ final class LineChild: Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, toChild.0, 0)
         posix_spawn_file_actions_adddup2(&actions, fromChild.1, 1)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if discardingErrors { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -83,13 +84,20 @@ final class LineChild: Sendable {
         }
     }
 
+    /// Waits for the child to end; returns its raw wait status (0 once it was waited for).
+    @discardableResult
+    func wait() -> CInt {
+        var status: CInt = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        return status
+    }
+
     /// Sends `signal` (a child that still reads ends at the end of its input instead), closes
     /// the pipes and waits for the child.
     func stop(signal: CInt? = nil) {
         if let signal { kill(pid, signal) }
         close(input)
         close(output)
-        var status: CInt = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        wait()
     }
 }
