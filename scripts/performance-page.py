@@ -25,6 +25,7 @@ CASES = {
     "loop.wake-same-cpu": "the same, loop and caller pinned to one CPU",
     "loop.timer-1ms": "how late a 1 ms timer fires, median of a chain of 200",
     "execute.roundtrip": "a block posted to an idle thread, until it signals back",
+    "execute.roundtrip-b2b": "the same, each block posted as soon as the last one signalled back",
     "execute.throughput-1p": "blocks executed per second, one producer",
     "execute.throughput-4p": "blocks executed per second, four producers",
     "execute.sync": "a value round trip with `sync` (Dispatch runs it inline on the caller: not like for like)",
@@ -47,8 +48,8 @@ CASES = {
     "names.death": "SIGKILL of an owner until a watcher sees its name vanish",
     "names.death-floor": "the kernel alone: SIGKILL until the survivor's end of a socket hangs up, for three victims",
     "scale.ports": "a message to a random one of N ports on one sleeping loop, caller and loop on one CPU",
-    "scale.timers": "arming and firing a timer on a loop that holds N other timers",
-    "scale.threads-rss": "resident memory of N idle permanent threads",
+    "scale.timers": "the mean cost of arming and firing a timer on a loop that holds N other timers",
+    "scale.threads-rss": "resident memory per idle permanent thread, N of them asleep",
     "scale.threads-cpu": "CPU time of N idle permanent threads over one second",
 }
 
@@ -65,6 +66,8 @@ BASELINES = {
     "dbus": "D-Bus, what a Linux program would otherwise use for names: a private `dbus-daemon` and "
             "libdbus clients (`Benchmarks/dbus/portkit-dbus-peer.c`): `GetNameOwner` for a lookup, which "
             "hands back a string; a method call through the bus for a call; `NameOwnerChanged` for a death",
+    "portkit-spin": "PortKit's own permanent thread made with `spinBeforeSleep` (it keeps its CPU "
+                    "for a short window before it sleeps)",
     "fresh-sleep": "`/bin/sleep` killed as soon as it is spawned",
     "settled-sleep": "`/bin/sleep` killed once asleep",
     "settled-swift": "a Swift program with Foundation and PortKit loaded, killed once asleep",
@@ -250,7 +253,7 @@ def main():
     w("- The ratio is PortKit's median divided by the baseline's. For a time (µs, ms, KiB)")
     w("  below 1 means PortKit took less; for a rate (a unit ending in /s) above 1 means")
     w("  PortKit did more.")
-    w("- `--filter SUBSTRING` runs one family (`loop`, `execute`, `thread.idle`, `port.`, `names`);")
+    w("- `--filter SUBSTRING` runs one family (`loop`, `execute`, `thread.idle`, `port.`, `names`, `scale.`);")
     w("  `--runs N` changes the number of runs.")
     w("- The `dbus` impls start a private bus of their own for the case (never the system or")
     w("  session bus). Without `dbus-daemon` or the peer, the bench leaves them out and says why.")
