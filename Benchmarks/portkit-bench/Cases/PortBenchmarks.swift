@@ -376,7 +376,13 @@ final class SocketPortDriver: Sendable {
 
     /// The driver's next line; a `fail` line with its wait status when it ended.
     private func readLine(timeout: Duration) throws -> String {
-        guard let line = try child.readLine(timeout: timeout) else {
+        let line: String?
+        do {
+            line = try child.readLine(timeout: timeout)
+        } catch .timedOut {
+            throw BenchmarkError.timedOut("no answer from the SocketPort driver in \(timeout)")
+        }
+        guard let line else {
             return "fail the SocketPort driver process ended (\(describeStatus(child.wait())))"
         }
         return line

@@ -151,18 +151,13 @@ struct BenchProcess {
     }
 
     /// Spawns `portkit-bench --child` with `arguments`, giving it `descriptors` at 3, 4, ...
-    /// and, when given, `standardInput` and `standardOutput`.
     /// - Throws: `BenchmarkError.system` when `posix_spawn` fails.
-    static func spawn(
-        _ arguments: [String], descriptors: [CInt] = [], standardInput: CInt? = nil, standardOutput: CInt? = nil
-    ) throws(BenchmarkError) -> BenchProcess {
+    static func spawn(_ arguments: [String], descriptors: [CInt] = []) throws(BenchmarkError) -> BenchProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         // Every descriptor the parent made is close-on-exec; dup2 gives the child its copies
         // (the sources are above 2 + count, so no dup2 overwrites a later source).
-        if let standardInput { posix_spawn_file_actions_adddup2(&actions, standardInput, 0) }
-        if let standardOutput { posix_spawn_file_actions_adddup2(&actions, standardOutput, 1) }
         for (index, fd) in descriptors.enumerated() {
             precondition(fd > CInt(2 + descriptors.count), "descriptor \(fd) would be overwritten")
             posix_spawn_file_actions_adddup2(&actions, fd, CInt(3 + index))

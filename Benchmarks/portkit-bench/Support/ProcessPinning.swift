@@ -4,7 +4,8 @@ import Glibc
 /// Every thread of this process restricted to one set of CPUs, and the calling thread to
 /// another, until `restore`. For cases whose baseline's threads cannot be pinned one by one
 /// (Dispatch's workers are made and picked by Dispatch): pinning them all, at the start of
-/// each run, fixes where every impl's threads run.
+/// each run, fixes where every impl's threads run. A thread made during the run inherits
+/// the set of the thread that made it.
 struct ProcessPinning {
     private let previous: [(threadID: pid_t, cpus: CPUSet)]
 
