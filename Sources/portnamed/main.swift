@@ -48,9 +48,10 @@ do {
     exit(1)
 }
 
+// The log line first: whoever waits for the printed line finds the log already begun.
+log.line(.notice, "listening on \(server.address) (pid \(getpid()))")
 print("listening on \(server.address)")
 fflush(nil)
-log.line(.notice, "listening on \(server.address) (pid \(getpid()))")
 if let failure = notifier.ready(status: "listening on \(server.address)") {
     log.line(.warning, "cannot notify the service manager: \(Errno(rawValue: failure))")
 }
