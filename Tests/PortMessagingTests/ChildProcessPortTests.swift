@@ -166,11 +166,7 @@ struct ChildProcessPortTests {
         let (status, output) = try ChildProcess.run(
             "port-death-race", ["\(cycles)"] + (channel == .pipes ? ["pipes"] : []))
         #expect(status == 0, "helper said: \(output)")
-        var fields: [String: Int] = [:]
-        for pair in output.split(whereSeparator: \.isWhitespace) {
-            let parts = pair.split(separator: "=")
-            if parts.count == 2, let value = Int(parts[1]) { fields[String(parts[0])] = value }
-        }
+        let fields = keyValueFields(output).compactMapValues { Int($0) }
         #expect(fields["cycles"] == cycles, "helper said: \(output)")
         #expect(fields["peerDied"] == cycles, "every cycle's requester ends with peerDied: \(output)")
         #expect(fields["invalidPort"] == 0, "helper said: \(output)")

@@ -55,10 +55,7 @@ struct ListeningPortTests {
         try served.port.listen(at: address)
         let (status, output) = try ChildProcess.run("port-connect", ["\(address)"])
         #expect(status == 0, "helper said: \(output)")
-        let fields = Dictionary(uniqueKeysWithValues: output.split(whereSeparator: \.isWhitespace).compactMap { pair -> (String, String)? in
-            let parts = pair.split(separator: "=", maxSplits: 1)
-            return parts.count == 2 ? (String(parts[0]), String(parts[1])) : nil
-        })
+        let fields = keyValueFields(output)
         let child = try #require(fields["pid"].flatMap { Int32($0) }, "helper said: \(output)")
         #expect(fields["reply"] == "hi", "helper said: \(output)")
         #expect(output.contains("reply=hi \(child)"), "the port saw the child as the sender: \(output)")

@@ -56,3 +56,13 @@ final class WorkerChild: Sendable {
 func streamMessage(_ value: UInt64) -> Message {
     withUnsafeBytes(of: value) { Message(id: WorkerOp.stream, bytes: Array($0)) }
 }
+
+/// The `KEY=VALUE` words of a helper's output line (a later key wins).
+func keyValueFields(_ output: String) -> [String: String] {
+    var fields: [String: String] = [:]
+    for word in output.split(whereSeparator: \.isWhitespace) {
+        let parts = word.split(separator: "=", maxSplits: 1)
+        if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
+    }
+    return fields
+}
