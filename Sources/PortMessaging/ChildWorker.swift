@@ -30,13 +30,11 @@ public struct ChildWorker: Sendable {
     ) throws(PortError) -> ChildWorker {
         var parentEnds: [FileDescriptor] = []
         var childEnds: [FileDescriptor] = []
-        var connection: Connection?
         switch channel {
         case .socket:
             let (parent, child) = try Connection.makeSocketPair()
             parentEnds = [parent]
             childEnds = [child]
-            connection = Connection(.socket(parent), limits: bossPort.limits)
         case .pipes:
             do {
                 let toChild = try FileDescriptor.pipe()
@@ -48,7 +46,6 @@ public struct ChildWorker: Sendable {
             } catch {
                 throw PortError("pipe", error)
             }
-            connection = nil
         }
         defer { for end in childEnds { try? end.close() } }
         let pid: pid_t
@@ -58,10 +55,15 @@ public struct ChildWorker: Sendable {
             for end in parentEnds { try? end.close() }
             throw error
         }
-        let channelConnection = connection ?? Connection(
-            .pipes(read: parentEnds[0], write: parentEnds[1]), limits: bossPort.limits,
-            pipePeer: SenderCredentials(pid: pid, uid: getuid(), gid: getgid()))
-        try bossPort.adopt(channelConnection)
+        // Made once the child is there: over pipes the child is the peer the messages name.
+        let connection = switch channel {
+        case .socket: Connection(.socket(parentEnds[0]), limits: bossPort.limits)
+        case .pipes:
+            Connection(
+                .pipes(read: parentEnds[0], write: parentEnds[1]), limits: bossPort.limits,
+                pipePeer: SenderCredentials(pid: pid, uid: getuid(), gid: getgid()))
+        }
+        try bossPort.adopt(connection)
         return ChildWorker(pid: pid)
     }
 

@@ -9,6 +9,13 @@ extension Message {
     /// sending throws `PortError.tooManyDescriptors`.
     public static let maxDescriptors = WireLimits.default.maxDescriptors
 
+    /// The bytes of its bytes components together (what the message-size limits count).
+    var dataByteCount: Int {
+        var size = 0
+        for case .data(let bytes) in components { size += bytes.count }
+        return size
+    }
+
     /// Checks the message against the limits every transport keeps, with `maxBytes` for its
     /// bytes components together; returns that total.
     /// - Throws: `.tooManyComponents`, `.tooManyDescriptors`, `.messageTooLarge`,

@@ -330,7 +330,7 @@ final class Connection: Sendable {
     /// incoming stream, where a fresh connection's peer put it, without taking it.
     func outgoingLimits(for message: Message) -> WireLimits {
         var peer = peerMaxMessageBytes.load(ordering: .relaxed)
-        if peer == 0, case .socket(let fd) = medium, Self.bytesCount(message) > Self.announcementLookupBytes {
+        if peer == 0, case .socket(let fd) = medium, message.dataByteCount > Self.announcementLookupBytes {
             peer = withDescriptors { lookForAnnouncement(on: fd) } ?? 0
         }
         guard peer > 0, peer < limits.maxMessageBytes else { return limits }
@@ -356,12 +356,6 @@ final class Connection: Sendable {
             peerMaxMessageBytes.store(Int(header.id), ordering: .relaxed)
             return Int(header.id)
         }
-    }
-
-    private static func bytesCount(_ message: Message) -> Int {
-        var size = 0
-        for case .data(let bytes) in message.components { size += bytes.count }
-        return size
     }
 
     // MARK: Reading

@@ -37,7 +37,4 @@ struct DescriptorGate: ~Copyable {
         let (old, new) = state.bitwiseOr(1, ordering: .acquiringAndReleasing)
         return old & 1 == 0 && new == 1
     }
-
-    /// Whether the gate is closed.
-    var isClosed: Bool { state.load(ordering: .acquiring) & 1 != 0 }
 }
