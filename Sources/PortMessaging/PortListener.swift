@@ -66,22 +66,13 @@ final class PortListener: Sendable {
         guard error == .addressInUse, case .path(let path) = address else {
             throw error == .addressInUse ? .addressInUse(address.description) : PortError("bind \(address)", error)
         }
-        guard !isLive(path) else { throw .addressInUse(address.description) }
-        // Stale: a socket file left by a listener that is gone. Anything else stays.
-        guard let found = try? FileSystem.status(path), found.isSocket else { throw .addressInUse(address.description) }
-        try? FileSystem.remove(path)
-        do { try UnixSocket.bind(socket, to: path) } catch { throw PortError("bind \(address)", error) }
-    }
-
-    /// Whether a listener answers at `path`.
-    private static func isLive(_ path: String) -> Bool {
-        guard let probe = try? UnixSocket.make(nonBlocking: true) else { return true }
-        defer { try? probe.close() }
-        switch Result(catching: { () throws(Errno) in try UnixSocket.connect(probe, to: path) }) {
-        case .success: return true
-        // A full backlog (EAGAIN) is a live listener too.
-        case .failure(let error): return error.rawValue != ECONNREFUSED && error != .noSuchFile
+        // Only a stale socket file (its listener gone) is replaced; anything else stays.
+        switch try? UnixSocket.probe(path) {
+        case .stale?: try? FileSystem.remove(path)
+        case .free?: break
+        case .live?, .notASocket?, nil: throw .addressInUse(address.description)
         }
+        do { try UnixSocket.bind(socket, to: path) } catch { throw PortError("bind \(address)", error) }
     }
 
     /// Starts accepting on `loop`, in `modes`, into `port`.
@@ -134,10 +125,7 @@ final class PortListener: Sendable {
             return (state.source, state.loop, state.spare)
         }
         guard let (source, loop, spare) = taken else { return }
-        if case .path(let path) = address, let made = madeFile,
-            let found = try? FileSystem.status(path), found.device == made.device, found.inode == made.inode {
-            try? FileSystem.remove(path)
-        }
+        if case .path(let path) = address, let made = madeFile { FileSystem.remove(path, ifStill: made) }
         let socket = self.socket
         let finish: @Sendable () -> Void = {
             source?.invalidate()

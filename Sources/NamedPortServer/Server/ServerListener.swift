@@ -16,8 +16,8 @@ struct ServerListener {
     let address: String
     /// The held lock file; `nil` for a socket handed over by systemd.
     private let lock: FileDescriptor?
-    /// The socket file this server made (device, inode), removed when it stops.
-    private let boundFile: (device: UInt, inode: UInt)?
+    /// The socket file this server made, removed when it stops (if it is still that file).
+    private let boundFile: FileSystem.Status?
 
     /// The backlog asked of `listen` (the kernel caps it at `net.core.somaxconn`).
     static let backlog: CInt = 4096
@@ -41,8 +41,7 @@ struct ServerListener {
                 }
                 let status = try call("lstat \(address)") { () throws(Errno) in try FileSystem.status(address) }
                 try call("listen \(address)") { () throws(Errno) in try UnixSocket.listen(socket, backlog: backlog) }
-                return ServerListener(
-                    socket: socket, address: address, lock: lock, boundFile: (status.device, status.inode))
+                return ServerListener(socket: socket, address: address, lock: lock, boundFile: status)
             } catch {
                 try? socket.close()
                 throw error
@@ -72,10 +71,7 @@ struct ServerListener {
     /// then the lock file, then lets the lock go.
     func close() {
         try? socket.close()
-        if let boundFile, let status = try? FileSystem.status(address),
-           status.device == boundFile.device && status.inode == boundFile.inode {
-            try? FileSystem.remove(address)
-        }
+        if let boundFile { FileSystem.remove(address, ifStill: boundFile) }
         if let lock { Self.releaseLock(lock, for: address) }
     }
 
@@ -98,8 +94,7 @@ struct ServerListener {
                 try? lock.close()
                 throw .addressInUse(address: address)
             }
-            if let held = try? FileSystem.status(lock), let named = try? FileSystem.status(path),
-               held.device == named.device && held.inode == named.inode {
+            if let held = try? FileSystem.status(lock), let named = try? FileSystem.status(path), held.isSameFile(as: named) {
                 return lock
             }
             try? lock.close()
@@ -111,33 +106,22 @@ struct ServerListener {
         // Removed while still held, so no other server can lock this file after we let go
         // and believe it is the current lock.
         let path = NameServerAddress.lockPath(for: address)
-        if let held = try? FileSystem.status(lock), let named = try? FileSystem.status(path),
-           held.device == named.device && held.inode == named.inode {
-            try? FileSystem.remove(path)
-        }
+        if let held = try? FileSystem.status(lock) { FileSystem.remove(path, ifStill: held) }
         try? lock.close()
     }
 
     /// With the lock held: a socket file nobody accepts on is stale and goes; one that
     /// accepts is a live server (not using the lock); anything else is not ours to remove.
     private static func removeStaleSocket(at address: String) throws(NameServerError) {
-        let status: FileSystem.Status
-        do {
-            status = try FileSystem.status(address)
-        } catch where error == .noSuchFile {
+        let state = try call("lstat and connect \(address)") { () throws(Errno) in try UnixSocket.probe(address) }
+        switch state {
+        case .free:
             return
-        } catch {
-            throw .system(operation: "lstat \(address)", errno: error.rawValue)
-        }
-        guard status.isSocket else {
+        case .notASocket:
             throw .system(operation: "bind \(address): a file that is not a socket is there; not replacing it", errno: EEXIST)
-        }
-        let probe = try call("socket") { () throws(Errno) in try UnixSocket.make(nonBlocking: true) }
-        defer { try? probe.close() }
-        switch Result(catching: { () throws(Errno) in try UnixSocket.connect(probe, to: address) }) {
-        case .success:
+        case .live:
             throw .addressInUse(address: address)
-        case .failure(let error) where error == .connectionRefused:
+        case .stale:
             do {
                 try FileSystem.remove(address)
             } catch where error == .noSuchFile {
@@ -145,11 +129,6 @@ struct ServerListener {
             } catch {
                 throw .system(operation: "unlink \(address)", errno: error.rawValue)
             }
-        case .failure(let error) where error == .wouldBlock:
-            // A full backlog: somebody is listening.
-            throw .addressInUse(address: address)
-        case .failure(let error):
-            throw .system(operation: "connect \(address)", errno: error.rawValue)
         }
     }
 

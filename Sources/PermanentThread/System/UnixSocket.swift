@@ -64,6 +64,41 @@ package enum UnixSocket {
         try result.get()
     }
 
+    /// What is at a socket path, for a listener about to bind there.
+    package enum PathState: Equatable {
+        /// Nothing: the path is free.
+        case free
+        /// A socket file no one accepts on (its listener is gone): safe to remove.
+        case stale
+        /// A listener accepts there (or its backlog is full): never displaced.
+        case live
+        /// A file that is not a socket: never removed.
+        case notASocket
+    }
+
+    /// Looks at `path` (`lstat`) and, if a socket file is there, probes it with a `connect`.
+    ///
+    /// The corresponding C functions are `lstat` and `connect`.
+    package static func probe(_ path: String) throws(Errno) -> PathState {
+        let status: FileSystem.Status
+        do {
+            status = try FileSystem.status(path)
+        } catch where error == .noSuchFile {
+            return .free
+        }
+        guard status.isSocket else { return .notASocket }
+        let probe = try make(nonBlocking: true)
+        defer { try? probe.close() }
+        switch Result(catching: { () throws(Errno) in try connect(probe, to: path) }) {
+        case .success: return .live
+        case .failure(let error) where error == .connectionRefused: return .stale
+        case .failure(let error) where error == .noSuchFile: return .free
+        // A full backlog: somebody is listening.
+        case .failure(let error) where error == .wouldBlock: return .live
+        case .failure(let error): throw error
+        }
+    }
+
     /// Starts accepting connections, with a queue of `backlog` pending ones.
     ///
     /// The corresponding C function is `listen`.
@@ -137,6 +172,9 @@ package enum FileSystem {
         package var isSocket: Bool { mode & S_IFMT == S_IFSOCK }
         /// The permission bits (`0o777`).
         package var permissions: mode_t { mode & 0o777 }
+
+        /// Whether `other` is the same file (device and inode), not just the same name.
+        package func isSameFile(as other: Status) -> Bool { device == other.device && inode == other.inode }
     }
 
     /// `lstat(path)`: the path itself, a symbolic link is not followed.
@@ -169,6 +207,12 @@ package enum FileSystem {
     /// The corresponding C function is `chmod`.
     package static func setPermissions(_ path: String, _ mode: mode_t) throws(Errno) {
         try nothingOrErrno { chmod(path, mode) }.get()
+    }
+
+    /// Removes `path` if it still names the file `made` describes, never a file someone
+    /// else put at the same name since.
+    package static func remove(_ path: String, ifStill made: Status) {
+        if let found = try? status(path), found.isSameFile(as: made) { try? remove(path) }
     }
 
     /// Removes a file name.
