@@ -145,6 +145,16 @@ final class Connection: Sendable {
         return body()
     }
 
+    /// Makes `call` on the descriptors as a user of them: its value, `closedError` when the
+    /// connection is closed (nothing was called), or its errno as the failure of `operation`.
+    private func usingDescriptors<T>(_ operation: String, _ call: () throws(Errno) -> T) throws(PortError) -> T {
+        switch withDescriptors({ Result { () throws(Errno) -> T in try call() } }) {
+        case .none: throw closedError
+        case .failure(let error)?: throw PortError(operation, error)
+        case .success(let value)?: return value
+        }
+    }
+
     /// Releases the descriptors, once: the connection is closed and no one uses them.
     private func releaseDescriptors() {
         guard let work = release.withLock({ $0.take() }) else { return }
@@ -224,14 +234,8 @@ final class Connection: Sendable {
                 pending = []
             case .failure(.wouldBlock):
                 let limit = offset == 0 ? deadline : ContinuousClock.now + Self.partialFrameGrace
-                let polled = withDescriptors {
-                    Result { () throws(Errno) -> CShort in try writeFD.poll(CShort(POLLOUT), timeout: limit.map { $0 - .now }) }
-                }
-                let ready: CShort
-                switch polled {
-                case .none: throw closedError
-                case .failure(let error): throw PortError("poll", error)
-                case .success(let events): ready = events
+                let ready = try usingDescriptors("poll") {
+                    () throws(Errno) -> CShort in try writeFD.poll(CShort(POLLOUT), timeout: limit.map { $0 - .now })
                 }
                 if ready == 0 {
                     guard offset > 0 else { throw .sendTimedOut }
@@ -805,14 +809,7 @@ final class Connection: Sendable {
     /// Waits up to `milliseconds` (-1: for ever) for the connection to be readable; the
     /// ready events, or 0.
     private func pollReadable(milliseconds: CInt) throws(PortError) -> CShort {
-        let polled = withDescriptors {
-            Result { () throws(Errno) -> CShort in try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) }
-        }
-        switch polled {
-        case .none: throw closedError
-        case .failure(let error): throw PortError("poll", error)
-        case .success(let events): return events
-        }
+        try usingDescriptors("poll") { () throws(Errno) -> CShort in try readFD.poll(CShort(POLLIN), milliseconds: milliseconds) }
     }
 
     /// The least receive timeout for which a wait begins with a waiting read: more than
@@ -859,13 +856,7 @@ final class Connection: Sendable {
     /// data does not wake it) on a duplicate of the descriptor, so it never collides with
     /// the source that reads a bound connection.
     func watchForHangup(on loop: ThreadLoop) throws(PortError) {
-        let duplicated = withDescriptors { Result { () throws(Errno) -> FileDescriptor in try readFD.duplicate() } }
-        let duplicate: FileDescriptor
-        switch duplicated {
-        case .none: throw closedError
-        case .failure(let error): throw PortError("dup", error)
-        case .success(let made): duplicate = made
-        }
+        let duplicate = try usingDescriptors("dup") { () throws(Errno) -> FileDescriptor in try readFD.duplicate() }
         let source = DescriptorSource(descriptor: duplicate.rawValue, events: .hangup) { [weak self] _, events in
             if events.contains(.hangup) || events.contains(.error) { self?.close(.peerDied) }
         }
