@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "PermanentThread", targets: ["PermanentThread"]),
         .library(name: "PortMessaging", targets: ["PortMessaging"]),
         .library(name: "NamedPortServer", targets: ["NamedPortServer"]),
+        .library(name: "PortCluster", targets: ["PortCluster"]),
         .executable(name: "portkit-demo", targets: ["portkit-demo"]),
         .executable(name: "port-thread-checkin", targets: ["port-thread-checkin"]),
         .executable(name: "port-child-checkin", targets: ["port-child-checkin"]),
@@ -26,6 +27,10 @@ let package = Package(
         .target(name: "PortMessaging", dependencies: ["PermanentThread"], swiftSettings: strict),
         // Layer 6: names for ports.
         .target(name: "NamedPortServer", dependencies: ["PortMessaging", "CPortKitSystem"], swiftSettings: strict),
+        // Layer 7 (opt-in): names across hosts, on an etcd directory.
+        .target(name: "PortCluster", dependencies: ["NamedPortServer", "COpenSSL"], swiftSettings: strict),
+        // OpenSSL, for the cluster layer's TLS only (PortMessaging never links it).
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
         .executableTarget(
             name: "portkit-demo",
@@ -42,13 +47,13 @@ let package = Package(
             path: "Examples/port-child-checkin", swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "CPortKitSystem"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
 
         // The name server daemon and its command-line client.
-        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer", "CPortKitSystem"], swiftSettings: strict),
-        .executableTarget(name: "portname", dependencies: ["NamedPortServer"], swiftSettings: strict),
+        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer", "PortCluster", "CPortKitSystem"], swiftSettings: strict),
+        .executableTarget(name: "portname", dependencies: ["NamedPortServer", "PortCluster"], swiftSettings: strict),
         // A named-port server and its client, as two programs.
         .executableTarget(
             name: "named-port-server", dependencies: ["NamedPortServer"],
@@ -56,11 +61,22 @@ let package = Package(
         .executableTarget(
             name: "named-port-client", dependencies: ["NamedPortServer"],
             path: "Examples/NamedPorts/Client", swiftSettings: strict),
+        // Two cluster nodes on one machine, sharing names through one etcd.
+        .executableTarget(
+            name: "cluster-two-nodes", dependencies: ["PortCluster"],
+            path: "Examples/Cluster", swiftSettings: strict),
+        // A CFMessagePort-style local port and a client of it, as two programs.
+        .executableTarget(
+            name: "message-port-server", dependencies: ["PortMessaging"],
+            path: "Examples/MessagePorts/Server", swiftSettings: strict),
+        .executableTarget(
+            name: "message-port-client", dependencies: ["PortMessaging"],
+            path: "Examples/MessagePorts/Client", swiftSettings: strict),
 
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
         .executableTarget(
             name: "portkit-test-helper",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortKitTestSupport"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortKitTestSupport"],
             path: "Tests/TestHelper",
             swiftSettings: strict),
 
@@ -73,13 +89,21 @@ let package = Package(
             name: "PermanentThreadTests", dependencies: ["PermanentThread", "PortKitTestSupport", "portkit-test-helper"],
             swiftSettings: strict),
         .testTarget(
-            name: "PortMessagingTests", dependencies: ["PortMessaging", "PortKitTestSupport", "portkit-test-helper"],
+            name: "PortMessagingTests",
+            dependencies: ["PortMessaging", "PortKitTestSupport", "portkit-test-helper", "message-port-server", "message-port-client"],
             swiftSettings: strict),
         .testTarget(
             name: "NamedPortServerTests",
             dependencies: [
                 "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper",
-                "portnamed", "portname",
+                "portnamed", "portname", "named-port-server",
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "PortClusterTests",
+            dependencies: [
+                "PortCluster", "PermanentThread", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portname",
+                "cluster-two-nodes",
             ],
             swiftSettings: strict),
     ]

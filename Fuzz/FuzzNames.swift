@@ -1,12 +1,12 @@
-// libFuzzer target for the name protocol: its frame reader and field decoders, and a real
-// name server's request handling. Built by scripts/fuzz-names.sh, which compiles the
-// PermanentThread, PortMessaging and NamedPortServer sources with swiftc (not SwiftPM:
-// SwiftPM cannot link a -sanitize=fuzzer executable, see docs/WIRE.md).
+// libFuzzer target for the name protocol: its field decoders, and a real name server's
+// request handling. Built by scripts/fuzz-names.sh, which compiles the PermanentThread,
+// PortMessaging and NamedPortServer sources with swiftc (not SwiftPM: SwiftPM cannot link
+// a -sanitize=fuzzer executable, see docs/WIRE.md).
 //
-// Each input is sent, with descriptors attached, through real sockets: into a FrameReader
-// over a socket pair, and into a name server running in this process. A refusal is a
-// correct answer; what must never happen is a trap, a leaked descriptor, a server that
-// stops answering or keeps what a closed connection held. Only those trap here.
+// Each input is sent, with descriptors attached, through a real socket into a name server
+// running in this process, and its fields go through the decoders. A refusal is a correct
+// answer; what must never happen is a trap, a leaked descriptor, a server that stops
+// answering or keeps what a closed connection held. Only those trap here.
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
@@ -64,7 +64,7 @@ public func fuzzNames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let descriptorCount = Int(mode >> 1) & 3
     let body = (mode & 1) == 0 ? Array(input.dropFirst()) : requests(from: input.dropFirst())
     let cut = body.isEmpty ? 0 : Int(mode >> 3) % (body.count + 1)
-    checkReader(body, cut: cut, descriptors: descriptorCount)
+    checkFields(body)
     harness.withLock { state in
         if state == nil { state = makeHarness() }
         checkServer(body, cut: cut, descriptors: descriptorCount, &state!)
@@ -76,8 +76,9 @@ public func fuzzNames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
 /// length byte and that many bytes (0xFF: a port, sent with a socket; 0xFE: the next 8
 /// bytes as an integer). Always preceded by a hello, so the server takes later versions.
 private func requests(from bytes: ArraySlice<UInt8>) -> [UInt8] {
+    let version = withUnsafeBytes(of: nameProtocolVersion.littleEndian) { Array($0) }
     var stream = (try? WireCodec.encode(WireMessage(
-        kind: .request, id: NameOperation.hello.rawValue, sequence: 0, components: [NameField.integer(nameProtocolVersion)]))) ?? []
+        kind: .request, id: NameOperation.hello.rawValue, sequence: 0, components: [.bytes(version)]))) ?? []
     var rest = bytes
     var sequence: UInt64 = 1
     while let operation = rest.popFirst(), let count = rest.popFirst() {
@@ -117,7 +118,7 @@ private func send(_ bytes: [UInt8], cut: Int, descriptors: Int, to socket: FileD
         }
     }
     // Ours are closed once sent: the copies in flight are the receiver's.
-    defer { closeDescriptors(extra) }
+    defer { for fd in extra { Glibc.close(fd) } }
     let first = Array(bytes[..<cut]), second = Array(bytes[cut...])
     if !first.isEmpty || !extra.isEmpty {
         _ = (first.isEmpty ? [0] : first).withUnsafeBytes { raw in
@@ -138,30 +139,42 @@ private func expectReleased(_ peers: [FileDescriptor], within timeout: Duration,
     }
 }
 
-/// The server's frame reader over a socket pair: whatever arrives, frames come out whole
-/// with the descriptors they claim, and their fields decode or fail with an error.
-private func checkReader(_ bytes: [UInt8], cut: Int, descriptors: Int) {
-    guard let (writer, readerSocket) = try? FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: true) else {
-        return
+/// The field decoders on the input's bytes as fields: they decode or fail with an error.
+private func checkFields(_ bytes: [UInt8]) {
+    let components: [MessageComponent] = stride(from: 0, to: bytes.count, by: 16).map {
+        .data(Array(bytes[$0..<min($0 + 16, bytes.count)]))
     }
-    let peers = send(bytes, cut: cut, descriptors: descriptors, to: writer)
-    try? writer.close()
-    defer { expectReleased(peers, within: .zero, "the frame reader") }
-    var reader = FrameReader(limits: requestLimits, readSize: 4096)
-    var ended = false
-    while !ended {
-        let (frames, end) = reader.read(from: readerSocket)
-        for frame in frames {
-            invariant(frame.descriptors.count == frame.message.descriptorCount, "a frame got descriptors it did not claim")
-            var fields = NameFieldReader(frame.message.components)
-            _ = try? fields.owners()
-            _ = NameReply.decode(status: frame.message.id, frame.message.components, address: "fuzz")
-            closeDescriptors(frame.descriptors)
+    var fields = NameFieldReader([.data(bytes)])
+    _ = try? fields.owners()
+    var more = NameFieldReader(components)
+    _ = try? more.string()
+    _ = try? more.integer()
+    _ = NameReply.decode(status: UInt32(bytes.first ?? 0) % 12, components, address: "fuzz")
+}
+
+/// Frames read from a socket, cut apart as they come.
+private struct FrameReader {
+    var splitter = WireFrameSplitter()
+
+    /// What one read brings: the frames it completes, and whether the stream ended.
+    mutating func read(from socket: FileDescriptor) -> (frames: [WireMessage], ended: Bool) {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        let count = buffer.withUnsafeMutableBytes { Glibc.read(socket.rawValue, $0.baseAddress, $0.count) }
+        guard count > 0 else { return ([], true) }
+        splitter.append(Array(buffer.prefix(count)))
+        var frames: [WireMessage] = []
+        while let frame = try? splitter.nextFrame() {
+            let message = frame.withUnsafeBytes { raw -> WireMessage? in
+                guard let header = try? WireHeader.parse(raw, limits: .default) else { return nil }
+                return try? WireCodec.decode(raw, header: header, descriptorCount: header.descriptorCount)
+            }
+            guard let message else {
+                return (frames, true)
+            }
+            frames.append(message)
         }
-        ended = end != nil || frames.isEmpty
+        return (frames, false)
     }
-    reader.discard()
-    try? readerSocket.close()
 }
 
 /// The input as a client of the real server: it must answer or close, never hang, and once
@@ -179,16 +192,16 @@ private func checkServer(_ bytes: [UInt8], cut: Int, descriptors: Int, _ state: 
     var closed = false
     while !closed && ContinuousClock.now < deadline {
         guard (try? socket.poll(CShort(POLLIN), timeout: .seconds(1))) ?? 0 != 0 else { continue }
-        let (frames, end) = reader.read(from: socket)
+        let (frames, ended) = reader.read(from: socket)
         for frame in frames {
-            invariant(frame.message.kind == .reply || frame.message.kind == .message, "the server sent a \(frame.message.kind)")
-            closeDescriptors(frame.descriptors)
+            // Replies (a port in one is never sent to a client that asked for none), the
+            // port's limit, and refusals to answer.
+            invariant([.reply, .limits, .noReply].contains(frame.kind), "the server sent a \(frame.kind)")
         }
-        closed = end != nil
+        closed = ended
     }
-    reader.discard()
     invariant(closed, "the server kept a connection whose client had finished")
-    // An offer channel it took goes when the connection does.
+    // A port it took goes when the connection does.
     expectReleased(peers, within: .seconds(20), "the server")
     state.inputs += 1
     guard state.inputs % 64 == 0 else { return }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the API reference with the toolchain alone: the library modules are built,
 # their symbol graphs extracted (public symbols), and each module's DocC catalog converted
-# with them; the three archives are then merged into one. Fails on any documentation
+# with them; the archives are then merged into one. Fails on any documentation
 # warning. Output: .build/docs/PortKit.doccarchive (a static site; serve it over HTTP).
 #
 #   scripts/build-docs.sh [OUTPUT_DIR]
@@ -10,10 +10,10 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
 out="${1:-.build/docs}"
-modules=(PermanentThread PortMessaging NamedPortServer)
+modules=(PermanentThread PortMessaging NamedPortServer PortCluster)
 triple="$(uname -m)-unknown-linux-gnu"
 
-swift build --target NamedPortServer
+swift build --target NamedPortServer --target PortCluster
 bin="$(swift build --show-bin-path)"
 
 rm -rf "$out"
@@ -26,6 +26,7 @@ for module in "${modules[@]}"; do
     swift-symbolgraph-extract -module-name "$module" -target "$triple" \
         -I "$bin/Modules" -I Sources/CPortKitSystem/include \
         -Xcc "-fmodule-map-file=$bin/CPortKitSystem.build/module.modulemap" \
+        -Xcc "-fmodule-map-file=Sources/COpenSSL/module.modulemap" \
         -minimum-access-level public -skip-inherited-docs -output-dir "$graphs"
     log="$out/logs/$module.log"
     docc convert "Sources/$module/$module.docc" \

@@ -28,7 +28,7 @@ if CommandLine.arguments.dropFirst().first == "--child" {
 if CommandLine.arguments.dropFirst().first == "--lookup", CommandLine.arguments.count > 2 {
     let names = try NameServerClient.connect(to: CommandLine.arguments[2])
     let greeter = try names.lookup("demo.greeter", waitingUpTo: .seconds(10))
-    let reply = try greeter.sendRequest(Message(id: 1, text: "who are you?"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+    let reply = try greeter.request(Message(id: 1, text: "who are you?"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
     print("   child \(getpid()) looked up demo.greeter and got: \(reply.text)")
     names.close()
     exit(0)
@@ -109,14 +109,14 @@ try threadWorker.execute {
 }
 let threadPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
 print("   worker thread checked in")
-print("   reply: \(try threadPort.sendRequest(Message(id: 3, text: "job A")).text)")
+print("   reply: \(try threadPort.request(Message(id: 3, text: "job A")).text)")
 
 let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
 fflush(nil)
 let child = try ChildWorker.spawn(executable: me, arguments: ["--child"], bossPort: bossPort)
 let childPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
 print("   child process \(child.pid) checked in")
-let reply = try childPort.sendRequest(Message(id: 4, text: "hello child"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+let reply = try childPort.request(Message(id: 4, text: "hello child"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
 print("   reply: \(reply.text)")
 
 childPort.invalidate()        // the child sees us go and exits

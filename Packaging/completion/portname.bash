@@ -27,12 +27,15 @@ _portname() {
     case $verb in
     "") COMPREPLY=($(compgen -W "$verbs --address --help --version" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
-    list | status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+    list)
+        [[ $prev == --cluster ]] && return
+        COMPREPLY=($(compgen -W "--cluster --json --help" -- "$cur")) ;;
+    status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     lookup)
         [[ $prev == --wait ]] && return
         COMPREPLY=($(compgen -W "--wait --json --help $(_portname_names)" -- "$cur")) ;;
     watch) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
-    serve) COMPREPLY=($(compgen -W "--echo --help" -- "$cur")) ;;
+    serve) COMPREPLY=($(compgen -W "--echo --cluster --help" -- "$cur")) ;;
     send)
         [[ $prev == --id || $prev == --timeout ]] && return
         COMPREPLY=($(compgen -W "--id --timeout --help $(_portname_names)" -- "$cur")) ;;
@@ -42,12 +45,13 @@ _portname() {
 _portnamed() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     case $prev in
-    --address) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --address | --tls-cert | --tls-key | --tls-ca) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --log-level) COMPREPLY=($(compgen -W "warning notice info debug" -- "$cur")); return ;;
-    --socket-mode | --allow-uid | --max-*) return ;;
+    --socket-mode | --allow-uid | --max-* | --etcd | --node | --lease-ttl | --listen) return ;;
     esac
     COMPREPLY=($(compgen -W "--address --socket-mode --allow-uid --allow-any-user --max-connections
-        --max-names --max-watches --max-waiting-lookups --max-queued-bytes --log-level --help --version" -- "$cur"))
+        --max-names --max-watches --max-waiting-lookups --max-queued-bytes --log-level --etcd --node --lease-ttl --listen --tls-cert --tls-key --tls-ca
+        --help --version" -- "$cur"))
 }
 
 complete -F _portname portname

@@ -195,3 +195,7 @@ int portkit_allowed_cpu_count(void) {
     if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
     return CPU_COUNT(&set);
 }
+
+// MARK: - The System layer's fault seam (tests only)
+
+int portkit_fault_seam_rule_count = 0;

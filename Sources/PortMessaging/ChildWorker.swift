@@ -89,56 +89,25 @@ public struct ChildWorker: Sendable {
 
     /// Sends `signal` to the child. The corresponding C function is `kill`.
     public func kill(_ signal: CInt = SIGTERM) {
-        _ = Glibc.kill(pid, signal)
+        try? SpawnedChild(pid: pid).signal(signal)
     }
 
-    /// Waits for the child to end; returns its raw wait status.
+    /// Waits for the child to end; returns its raw wait status (0 if it was reaped already).
     @discardableResult
     public func wait() -> CInt {
-        var status: CInt = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        return status
+        (try? SpawnedChild(pid: pid).wait()) ?? 0
     }
 
     private static func spawnProcess(_ executable: String, _ arguments: [String], inheriting ends: [FileDescriptor]) throws(PortError) -> pid_t {
-        // Move the ends out of the way of 3, 4, … first, so no dup2 overwrites another end.
-        var high: [FileDescriptor] = []
-        defer { for fd in high { try? fd.close() } }
-        for end in ends {
-            do { high.append(try end.duplicate(atLeast: 64)) } catch { throw PortError("fcntl(F_DUPFD_CLOEXEC)", error) }
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // dup2 onto 3, 4, … clears close-on-exec on the child's copies only.
-        for (index, end) in high.enumerated() {
-            posix_spawn_file_actions_adddup2(&actions, end.rawValue, CInt(3 + index))
-        }
+        // The ends become 3, 4, … in the child, named in its environment.
         let names = (0..<ends.count).map { String(3 + $0) }.joined(separator: ",")
-        var environment = ProcessEnvironment.current.filter { !$0.hasPrefix(environmentKey + "=") }
+        var environment = SpawnedChild.currentEnvironment.filter { !$0.hasPrefix(environmentKey + "=") }
         environment.append("\(environmentKey)=\(names)")
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
+        let targets = ends.enumerated().map { ($0.element, CInt(3 + $0.offset)) }
+        do {
+            return try SpawnedChild.spawn(executable, arguments: arguments, environment: environment, descriptors: targets).pid
+        } catch {
+            throw PortError("posix_spawn \(executable)", error)
         }
-        var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard status == 0 else { throw PortError.system(operation: "posix_spawn \(executable)", errno: status) }
-        return pid
-    }
-}
-
-/// The calling process's environment as `NAME=value` strings.
-enum ProcessEnvironment {
-    static var current: [String] {
-        var result: [String] = []
-        var pointer = environ
-        while let entry = pointer.pointee {
-            result.append(String(cString: entry))
-            pointer += 1
-        }
-        return result
     }
 }

@@ -15,6 +15,9 @@ public struct Message: Sendable {
     /// transport (the kernel's word over a socket; the spawned child or its parent over
     /// pipes; this process in-process). `nil` on a message made here and not yet sent.
     public var sender: SenderCredentials?
+    /// The connection it came over, when it came from another process into a port
+    /// (`nil` in-process, and on a reply): a server keys what a client holds by it.
+    public var peer: PortPeer?
 
     /// Makes a message.
     public init(id: UInt32 = 0, components: [MessageComponent] = [], replyPort: SendPort? = nil) {

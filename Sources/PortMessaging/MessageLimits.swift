@@ -34,7 +34,7 @@ extension Message {
                 carried += 1
                 // Checked here, so that a closed descriptor is named as such on every
                 // transport (the kernel would refuse the whole frame with EBADF).
-                guard fcntl(fd, F_GETFD) != -1 else { throw .invalidDescriptor(fd) }
+                guard FileDescriptor(rawValue: fd).isOpen else { throw .invalidDescriptor(fd) }
             }
         }
         guard carried <= Self.maxDescriptors else { throw .tooManyDescriptors(count: carried, limit: Self.maxDescriptors) }

@@ -16,7 +16,23 @@ public final class PendingReply: Sendable {
             switch self {
             case .local(let slot): slot.fulfil(reply)
             case .connection(let connection, let sequence):
-                connection.writeReply(reply, sequence: sequence, timeout: ReceivePort.replySendTimeout)
+                // A reply that cannot go (too large, a port in it that cannot travel) still
+                // ends the wait: the requester gets `noReply` at once, not its timeout.
+                do {
+                    try connection.sendReply(reply, sequence: sequence, timeout: ReceivePort.replySendTimeout)
+                } catch let error where error != .sendTimedOut && error != .peerDied && error != .invalidPort {
+                    connection.writeNoReply(sequence: sequence)
+                } catch {}
+            }
+        }
+
+        /// Sends `reply`, or throws (nothing sent) when it cannot be: too large, a port in it
+        /// that cannot travel, the connection closed or, within `timeout`, full.
+        func sendChecked(_ reply: Message, timeout: Duration) throws(PortError) {
+            switch self {
+            case .local(let slot): slot.fulfil(reply)
+            case .connection(let connection, let sequence):
+                try connection.sendReply(reply, sequence: sequence, timeout: timeout)
             }
         }
 
@@ -45,6 +61,23 @@ public final class PendingReply: Sendable {
         guard take() else { return false }
         target.send(reply)
         return true
+    }
+
+    /// Sends `reply` to the requester, or throws and sends nothing, leaving the request to
+    /// be answered otherwise: `messageTooLarge`, `tooManyComponents`, a port in it that
+    /// cannot travel (`invalidPort`, `peerDied` for a connection whose peer is gone,
+    /// `system` when no socket pair can be made), `peerDied` (the requester is gone),
+    /// `sendTimedOut` (its connection took nothing within `timeout`; with `.zero`, from a
+    /// loop's thread, only once the connection's queue is full). Throws `noReply` when the
+    /// request was answered already.
+    public func answer(_ reply: Message, timeout: Duration = ReceivePort.replySendTimeout) throws(PortError) {
+        guard take() else { throw .noReply }
+        do {
+            try target.sendChecked(reply, timeout: timeout)
+        } catch {
+            answered.store(false, ordering: .releasing)
+            throw error
+        }
     }
 
     /// Tells the requester no reply will come (it fails with `PortError.noReply`) without

@@ -38,8 +38,31 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case noListener(String)
     /// The port listens at an address already; a port listens at one.
     case alreadyListening
+    /// What the message carries cannot travel to another host (over TCP): a file
+    /// descriptor, a port, or a reply port other than the request's own connection (a
+    /// reply to a request travels back on its connection without one). The message was
+    /// not sent, and the port stays usable.
+    case cannotCrossHosts(String)
+    /// Plain TCP was not allowed here: it was not asked for (`TCPSecurity.plainLoopbackOnly`),
+    /// or the address is not a loopback one (`127.0.0.0/8`, `::1`); `reason` says which.
+    /// Nothing was bound or connected.
+    case plainTCPRefused(address: String, reason: String)
+    /// Nothing answered at this TCP address within the timeout, the host or its network is
+    /// unreachable, or its name did not resolve; `reason` says which. (A host that answers
+    /// with a refusal is `noListener`.)
+    case unreachable(address: String, reason: String)
+    /// A secured TCP connection (`TCPSecurity.secured(by:)`) could not be made: its
+    /// handshake failed (this side refused the peer's certificate, or the peer refused
+    /// this side's, or presented none), the peer closed the connection instead of
+    /// accepting it, or the handshake took longer than the connect timeout; `reason` says
+    /// which. Nothing was connected. (A listening port closes such a connection and
+    /// goes on serving the others: only the connecting side sees this error.)
+    case handshakeFailed(address: String, reason: String)
     /// A system call failed; `errno` says why.
     case system(operation: String, errno: Int32)
+    /// The task awaiting an async request was cancelled: the wait ended at once, and a reply
+    /// that comes later is dropped. The request may have been delivered (and handled).
+    case cancelled
 
     /// A one-line explanation.
     public var description: String {
@@ -61,7 +84,12 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .addressInUse(let address): "another port listens at \(address)"
         case .noListener(let address): "nothing listens at \(address)"
         case .alreadyListening: "the port listens at an address already"
+        case .cannotCrossHosts(let what): "\(what) cannot travel to another host"
+        case .plainTCPRefused(let address, let reason): "plain TCP to \(address) refused: \(reason)"
+        case .unreachable(let address, let reason): "cannot reach \(address): \(reason)"
+        case .handshakeFailed(let address, let reason): "secured connection to \(address) refused: \(reason)"
         case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
+        case .cancelled: "the waiting task was cancelled"
         }
     }
 

@@ -1,20 +1,29 @@
 import Glibc
 import PermanentThread
 
-/// The listening socket of a `ReceivePort` bound to an address: each peer that connects
-/// becomes one more connection into the port, read on the port's loop like any other.
+/// The listening socket of a `ReceivePort` bound to an address (a Unix socket's, or a TCP
+/// one's: `PortListener+TCP`): each peer that connects becomes one more connection into
+/// the port, read on the port's loop like any other.
 final class PortListener: Sendable {
-    let address: PortAddress
+    /// Where it listens; `nil` for an adopted socket bound to no path.
+    let address: PortAddress?
     private let socket: FileDescriptor
     /// The socket file this listener made (its device and inode), so that closing removes
     /// that file and never one another process put at the same path since.
     private let madeFile: FileSystem.Status?
+    /// What secures each accepted connection before the port takes it (a secured TCP
+    /// listener's); `nil`: the port takes each one as it is accepted.
+    let streamSecurity: (any StreamSecurity)?
     /// What accepts, once the port is scheduled; a spare descriptor for running out.
-    private let state = Locked(State())
+    let state = Locked(State())
 
-    private struct State {
+    struct State {
         var source: DescriptorSource?
         var loop: ThreadLoop?
+        /// The modes the accepting source is in (what a handshake's sources join).
+        var modes: [LoopMode] = []
+        /// The handshakes of accepted connections not yet secured (`PortListener+Handshake`).
+        var handshakes: [ObjectIdentifier: AcceptingHandshake] = [:]
         var closed = false
         /// Closed to make room when accepting fails for want of descriptors: the client is
         /// then accepted and closed at once (it sees its peer die), instead of the loop
@@ -22,10 +31,13 @@ final class PortListener: Sendable {
         var spare: FileDescriptor?
     }
 
-    private init(address: PortAddress, socket: FileDescriptor, madeFile: FileSystem.Status?) {
+    /// A listener on `socket`, listening already at `address`, which made `madeFile`, its
+    /// connections secured by `streamSecurity` if given.
+    init(address: PortAddress?, socket: FileDescriptor, madeFile: FileSystem.Status?, streamSecurity: (any StreamSecurity)? = nil) {
         self.address = address
         self.socket = socket
         self.madeFile = madeFile
+        self.streamSecurity = streamSecurity
         state.withLock { $0.spare = try? FileSystem.openNull() }
     }
 
@@ -57,6 +69,23 @@ final class PortListener: Sendable {
         }
     }
 
+    /// Takes over a listening socket made by someone else (systemd socket activation):
+    /// closed on `close`, its file left to its maker.
+    /// - Throws: `.system(EINVAL)` if it is not a listening Unix stream socket.
+    static func adopt(_ descriptor: CInt) throws(PortError) -> PortListener {
+        let socket = FileDescriptor(rawValue: descriptor)
+        guard UnixSocket.isListeningStream(socket) else {
+            throw .system(operation: "listen on descriptor \(descriptor): not a listening Unix stream socket", errno: EINVAL)
+        }
+        do {
+            try socket.setNonBlocking()
+            try socket.setCloseOnExec()
+        } catch {
+            throw PortError("fcntl \(descriptor)", error)
+        }
+        return PortListener(address: UnixSocket.boundPath(socket).map(PortAddress.path), socket: socket, madeFile: nil)
+    }
+
     /// Binds, and where a socket file is in the way, replaces it if no one listens there.
     private static func bind(_ socket: FileDescriptor, to address: PortAddress) throws(PortError) {
         let bound: Result<Void, Errno> = Result { () throws(Errno) in
@@ -85,17 +114,31 @@ final class PortListener: Sendable {
             guard !state.closed else { return false }
             state.source = source
             state.loop = loop
+            state.modes = modes
             return true
         }
         guard open else { return }
         for mode in modes { try? loop.add(source, forMode: mode) }
     }
 
+    /// Adds the accepting source to `mode` as well (or, with `adding` false, takes it out).
+    func change(_ mode: LoopMode, adding: Bool) {
+        guard let (source, loop, handshakes) = state.withLock({ state -> (DescriptorSource, ThreadLoop, [AcceptingHandshake])? in
+            guard let source = state.source, let loop = state.loop else { return nil }
+            if adding { if !state.modes.contains(mode) { state.modes.append(mode) } } else { state.modes.removeAll { $0 == mode } }
+            return (source, loop, Array(state.handshakes.values))
+        }) else { return }
+        if adding { try? loop.add(source, forMode: mode) } else { loop.remove(source, forMode: mode) }
+        for handshake in handshakes { handshake.change(mode, adding: adding) }
+    }
+
     private func acceptAll(into port: ReceivePort) {
         while true {
-            switch Result(catching: { () throws(Errno) in try UnixSocket.accept(socket) }) {
+            switch Result(catching: { () throws(Errno) in try acceptOne() }) {
             case .success(let accepted?):
-                try? port.adoptConnection(accepted)
+                if let streamSecurity {
+                    beginHandshake(accepted, securedBy: streamSecurity, into: port)
+                } else if isTCP { try? port.adoptTCPConnection(accepted) } else { try? port.adoptConnection(accepted) }
             case .success(nil):
                 return
             case .failure(let error) where error.rawValue == EMFILE || error.rawValue == ENFILE:
@@ -106,31 +149,45 @@ final class PortListener: Sendable {
         }
     }
 
-    /// Out of descriptors: takes one pending client with the spare and closes it.
+    /// Whether it listens on TCP.
+    private var isTCP: Bool { if case .tcp? = address { true } else { false } }
+
+    /// Accepts one waiting peer (with `TCP_NODELAY` over TCP); `nil` when none waits.
+    private func acceptOne() throws(Errno) -> FileDescriptor? {
+        isTCP ? try TCPSocket.accept(socket) : try UnixSocket.accept(socket)
+    }
+
+    /// Out of descriptors: takes one pending client with the spare and closes it; whether
+    /// one was there (`accept` fails for want of a descriptor before it looks for one).
     private func refuseOne() -> Bool {
         guard let spare = state.withLock({ $0.spare.take() }) else { return false }
         try? spare.close()
-        if let accepted = try? UnixSocket.accept(socket) { try? accepted.close() }
+        var refused = false
+        if let accepted = try? acceptOne() {
+            try? accepted.close()
+            refused = true
+        }
         state.withLock { $0.spare = try? FileSystem.openNull() }
-        return true
+        return refused
     }
 
     /// Stops listening: the socket is closed (on the loop's thread, after its source is
     /// removed) and the socket file this listener made is removed.
     func close() {
-        let taken = state.withLock { state -> (DescriptorSource?, ThreadLoop?, FileDescriptor?)? in
+        let taken = state.withLock { state -> (DescriptorSource?, ThreadLoop?, FileDescriptor?, [AcceptingHandshake])? in
             guard !state.closed else { return nil }
             state.closed = true
-            defer { state.source = nil; state.loop = nil; state.spare = nil }
-            return (state.source, state.loop, state.spare)
+            defer { state.source = nil; state.loop = nil; state.spare = nil; state.handshakes = [:] }
+            return (state.source, state.loop, state.spare, Array(state.handshakes.values))
         }
-        guard let (source, loop, spare) = taken else { return }
-        if case .path(let path) = address, let made = madeFile { FileSystem.remove(path, ifStill: made) }
+        guard let (source, loop, spare, handshakes) = taken else { return }
+        if case .path(let path)? = address, let made = madeFile { FileSystem.remove(path, ifStill: made) }
         let socket = self.socket
         let finish: @Sendable () -> Void = {
             source?.invalidate()
             try? socket.close()
             try? spare?.close()
+            for handshake in handshakes { handshake.cancel() }
         }
         if let loop { Connection.onLoopThread(loop, finish) } else { finish() }
     }
@@ -144,14 +201,15 @@ extension SendPort {
     /// - Parameters:
     ///   - address: where the port listens.
     ///   - timeout: how long to wait while the listener's backlog is full.
-    /// - Throws: `.noListener` (nothing listens there), `.sendTimedOut`, `.system`.
+    /// - Throws: `.noListener` (nothing listens there), `.sendTimedOut`, `.system`;
+    ///   `.plainTCPRefused` for a TCP address (use `connect(to:security:timeout:)`).
     public static func connect(to address: PortAddress, timeout: Duration = .seconds(10)) throws(PortError) -> SendPort {
+        if case .tcp = address { throw .plainTCPRefused(address: address.description, reason: TCPSecurity.notAskedFor) }
         let socket: FileDescriptor
         do { socket = try UnixSocket.make(nonBlocking: false) } catch { throw PortError("socket", error) }
         do throws(Errno) {
             try UnixSocket.setSendTimeout(socket, timeout)
             try UnixSocket.connect(socket, to: address.name, abstract: address.isAbstract)
-            try socket.setNonBlocking()
         } catch {
             try? socket.close()
             switch error.rawValue {
@@ -160,6 +218,7 @@ extension SendPort {
             default: throw PortError("connect \(address)", error)
             }
         }
-        return SendPort(connection: Connection(.socket(socket)))
+        // Left blocking: the requester's waiting reads need it so, and nothing else waits.
+        return SendPort(connection: Connection(.socket(socket), blockingSocket: true))
     }
 }

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import Synchronization
 
 /// A port messages arrive at: the receiving half of the seeds' NSMachPort pair.
 ///
@@ -8,7 +9,9 @@ import PermanentThread
 /// queue — no encoding, no socket), or pass a send port inside a message, or hand it to a
 /// child (`ChildWorker`), to reach it from other processes over Unix sockets or pipes.
 /// The handler runs on the loop's thread, one message at a time, in arrival order per
-/// sender; for a request, what it returns is the reply.
+/// sender; for a request, what it returns is the reply. From a task, iterate the port
+/// instead: `for await received in try port.messages(on: loop) { … }`
+/// (`messages(on:inModes:)`).
 ///
 /// Bounded: at most `capacity` in-process messages wait in the queue; a sender then
 /// waits up to its timeout and fails with `PortError.sendTimedOut`. Nothing is dropped.
@@ -23,10 +26,19 @@ public final class ReceivePort: Sendable {
     public let capacity: Int
     /// The largest message (bytes components together) the port accepts.
     public let maxMessageBytes: Int
+    /// The default of `maxQueuedBytes`: 4 MiB.
+    public static let defaultMaxQueuedBytes = 4 * 1024 * 1024
+    /// How much a loop's thread may leave queued on each connection of this port when the
+    /// peer reads slowly: a write on a running loop's thread never waits for room, what the
+    /// socket does not take is written from the loop as it drains. Past this bound such a
+    /// write waits like any other (and fails at once with `sendTimedOut` under a zero
+    /// timeout, as `PendingReply.answer(_:timeout:)` takes one).
+    public let maxQueuedBytes: Int
     let limits: WireLimits
-    private let queue: ConditionLock<LocalQueue>
-    private let state = Locked(State())
-    private let checkIns = ConditionLock<[SendPort]>([])
+    let queue: ConditionLock<LocalQueue>
+    let state = Locked(State())
+    let checkIns = ConditionLock<[SendPort]>([])
+    let checkInsToHandler = Atomic<Bool>(false)
 
     /// A message moved in-process, with where its reply goes (for a request).
     struct Envelope {
@@ -56,15 +68,20 @@ public final class ReceivePort: Sendable {
         /// The deferring form, when the port was scheduled with one: it is handed a request's
         /// `PendingReply` and answers when it likes.
         let deferring: (@Sendable (Message, PendingReply?) -> Void)?
+        /// The iteration it hands messages to, when the port was scheduled by `messages`:
+        /// the in-process queue is drained only as far as it has room.
+        let stream: StreamSlot?
 
         init(body: @escaping @Sendable (Message) -> Message?) {
             self.body = body
             deferring = nil
+            stream = nil
         }
 
-        init(deferring: @escaping @Sendable (Message, PendingReply?) -> Void) {
+        init(deferring: @escaping @Sendable (Message, PendingReply?) -> Void, stream: StreamSlot? = nil) {
             body = { message in deferring(message, nil); return nil }
             self.deferring = deferring
+            self.stream = stream
         }
 
         /// Hands `message` to the handler; `answer` is where its reply goes, if it is a request.
@@ -80,7 +97,9 @@ public final class ReceivePort: Sendable {
 
     struct Schedule {
         let loop: ThreadLoop
-        let modes: [LoopMode]
+        /// The modes its sources are in: those `schedule` was given, then as `add(toMode:)`
+        /// and `remove(fromMode:)` change them.
+        var modes: [LoopMode]
         let handler: Handler
         let source: LoopSource
     }
@@ -91,15 +110,24 @@ public final class ReceivePort: Sendable {
         var connections: [ObjectIdentifier: Connection] = [:]
         var listener: PortListener?
         var invalidationHandlers: [@Sendable () -> Void] = []
+        var peerObserver: (@Sendable (PeerEvent) -> Void)?
+        /// Whether the port's connections and listener are out of the loop's modes because
+        /// its iteration (`messages`) holds as much as it may, or has ended.
+        var readingPaused = false
     }
 
     /// Makes a port.
     /// - Parameters:
     ///   - capacity: how many in-process messages may wait (default 1024).
     ///   - maxMessageBytes: the largest message accepted from another process (default 16 MiB).
-    public init(capacity: Int = ReceivePort.defaultCapacity, maxMessageBytes: Int = ReceivePort.defaultMaxMessageBytes) {
+    ///   - maxQueuedBytes: how much loop writes may queue per connection (default 4 MiB).
+    public init(
+        capacity: Int = ReceivePort.defaultCapacity, maxMessageBytes: Int = ReceivePort.defaultMaxMessageBytes,
+        maxQueuedBytes: Int = ReceivePort.defaultMaxQueuedBytes
+    ) {
         self.capacity = max(1, capacity)
         self.maxMessageBytes = maxMessageBytes
+        self.maxQueuedBytes = max(0, maxQueuedBytes)
         self.limits = .transport(maxMessageBytes: maxMessageBytes)
         self.queue = ConditionLock(LocalQueue())
     }
@@ -132,7 +160,7 @@ public final class ReceivePort: Sendable {
         try schedule(on: loop, inModes: modes, Handler(deferring: handler))
     }
 
-    private func schedule(on loop: ThreadLoop, inModes modes: [LoopMode], _ handler: Handler) throws(PortError) {
+    func schedule(on loop: ThreadLoop, inModes modes: [LoopMode], _ handler: Handler) throws(PortError) {
         let source = LoopSource(perform: { [weak self] in self?.drainLocalQueue() })
         let (connections, listener) = try state.withLock { (state) throws(PortError) -> ([Connection], PortListener?) in
             guard state.valid else { throw .invalidPort }
@@ -146,7 +174,10 @@ public final class ReceivePort: Sendable {
             invalidate()
             throw .invalidPort
         }
-        for connection in connections { try? connection.bind(to: self, loop: loop, modes: modes, handler: handler) }
+        for connection in connections {
+            try? connection.bind(to: self, loop: loop, modes: modes, handler: handler)
+            if let peer = connection.peer { report(.connected(peer)) }
+        }
         listener?.start(on: loop, modes: modes, into: self)
         let pending = queue.withLock { queue -> Bool in
             guard queue.valid else { return false }
@@ -156,37 +187,6 @@ public final class ReceivePort: Sendable {
         }
         if pending { source.signal() }
     }
-
-    /// Listens at `address`: every process of the machine can then reach this port with
-    /// `SendPort.connect(to:)`, each peer a connection into it, delivered to its handler on
-    /// its loop (once it is scheduled) like any other message.
-    /// - Parameters:
-    ///   - address: a socket path or an abstract name.
-    ///   - permissions: the socket file's mode (default 0600: this user only); ignored for
-    ///     an abstract name.
-    ///   - backlog: how many connections may wait to be taken.
-    /// - Throws: `.addressInUse` (a live listener is there; a stale socket file is
-    ///   replaced), `.alreadyListening`, `.invalidPort`, `.system`.
-    public func listen(at address: PortAddress, permissions: mode_t = 0o600, backlog: Int32 = 128) throws(PortError) {
-        if state.withLock({ $0.listener != nil }) { throw .alreadyListening }
-        let listener = try PortListener.open(address, permissions: permissions, backlog: backlog)
-        let outcome = state.withLock { state -> Result<Schedule?, PortError> in
-            guard state.valid else { return .failure(.invalidPort) }
-            guard state.listener == nil else { return .failure(.alreadyListening) }
-            state.listener = listener
-            return .success(state.schedule)
-        }
-        switch outcome {
-        case .failure(let error):
-            listener.close()
-            throw error
-        case .success(let schedule):
-            if let schedule { listener.start(on: schedule.loop, modes: schedule.modes, into: self) }
-        }
-    }
-
-    /// Where the port listens (`listen(at:)`), if anywhere.
-    public var listeningAddress: PortAddress? { state.withLock { $0.listener?.address } }
 
     /// A send port for threads of this process: sending moves the message into this
     /// port's queue and wakes its loop.
@@ -298,10 +298,23 @@ public final class ReceivePort: Sendable {
     private func drainLocalQueue() {
         var batch: [Envelope] = []
         defer { queue.withLock { queue in if queue.spare.capacity < batch.capacity { swap(&queue.spare, &batch) } } }
+        var left: StreamSlot?
+        defer { if let left { resignal(ifRoomIn: left) } }
         for _ in 0..<Self.batchesPerDrain {
             let taken = queue.withLock { queue -> (Bool, Handler?) in
                 if batch.capacity < queue.spare.capacity { swap(&batch, &queue.spare) }
-                swap(&batch, &queue.envelopes)
+                // An iteration (`messages`) takes only what it has room for; the rest stays
+                // queued, its senders held back by the queue's bound.
+                let stream = queue.handler?.stream
+                let room = stream?.room ?? .max
+                if room < queue.envelopes.count {
+                    batch.append(contentsOf: queue.envelopes.prefix(room))
+                    queue.envelopes.removeFirst(room)
+                    left = stream
+                } else {
+                    swap(&batch, &queue.envelopes)
+                    left = nil
+                }
                 defer { queue.sendersWaiting = false }
                 return (queue.sendersWaiting, queue.handler)
             }
@@ -319,7 +332,7 @@ public final class ReceivePort: Sendable {
             for index in batch.indices {
                 let envelope = batch[index]
                 if envelope.isCheckIn {
-                    if let port = envelope.message.replyPort { checkedIn(port) }
+                    if let port = envelope.message.replyPort { checkedIn(port, id: envelope.message.id, sender: .thisProcess, handler: handler) }
                     continue
                 }
                 handler.handle(envelope.message, answer: envelope.reply.map { .local($0) })
@@ -331,7 +344,7 @@ public final class ReceivePort: Sendable {
     /// The loop and mode of a scheduled port, if its loop is the calling thread's.
     var loopIfCurrent: (ThreadLoop, LoopMode)? {
         guard let schedule = state.withLock({ $0.schedule }), schedule.loop.isCurrent else { return nil }
-        return (schedule.loop, schedule.loop.currentMode ?? schedule.modes[0])
+        return (schedule.loop, schedule.loop.currentMode ?? schedule.modes.first ?? .default)
     }
 
     // MARK: Connections (other processes)
@@ -349,20 +362,34 @@ public final class ReceivePort: Sendable {
 
     /// Adopts a connection (a socket or a pipe pair).
     func adopt(_ connection: Connection) throws(PortError) {
-        let schedule = try state.withLock { (state) throws(PortError) -> Schedule? in
+        let (schedule, paused) = try state.withLock { (state) throws(PortError) -> (Schedule?, Bool) in
             guard state.valid else { throw .invalidPort }
             state.connections[ObjectIdentifier(connection)] = connection
-            return state.schedule
+            return (state.schedule, state.readingPaused)
         }
+        connection.queueLimit.store(maxQueuedBytes, ordering: .relaxed)
         connection.announceLimit(maxMessageBytes)
         // By identity, not by a weak reference (which would give the connection a side-table
         // count): the handler runs while the connection closes, so the identity is its own.
         let identity = ObjectIdentifier(connection)
-        connection.onClose { [weak self] _ in
-            _ = self?.state.withLock { $0.connections.removeValue(forKey: identity) }
+        let peer = PortPeer(
+            credentials: connection.remoteCredentials, remoteAddress: connection.remoteAddress,
+            remoteIdentity: connection.remoteIdentity
+        ) { [weak self] in
+            self?.state.withLock { $0.connections[identity] }?.close(.invalidPort)
+        }
+        connection.attach(peer)
+        connection.onClose { [weak self] reason in
+            peer.markDisconnected()
+            guard let self else { return }
+            _ = self.state.withLock { $0.connections.removeValue(forKey: identity) }
+            self.report(.disconnected(peer, reason))
         }
         if let schedule {
-            try connection.bind(to: self, loop: schedule.loop, modes: schedule.modes, handler: schedule.handler)
+            // While the port's iteration holds back, the connection waits unread (in no mode).
+            try connection.bind(to: self, loop: schedule.loop, modes: paused ? [] : schedule.modes, handler: schedule.handler)
+            if paused { applyReadingOnLoop(schedule.loop) }  // resumed meanwhile: read it now
+            report(.connected(peer))
         }
     }
 
@@ -375,7 +402,8 @@ public final class ReceivePort: Sendable {
     ) {
         switch kind {
         case .checkIn:
-            port()?.checkedIn(message.replyPort ?? SendPort(connection: connection))
+            port()?.checkedIn(
+                message.replyPort ?? SendPort(connection: connection), id: message.id, sender: message.sender, handler: handler)
         case .request:
             handler.handle(message, answer: .connection(connection, sequence))
         case .message, .reply, .adoptConnection, .limits, .noReply:
@@ -384,52 +412,5 @@ public final class ReceivePort: Sendable {
     }
 
     /// How long a reply may wait for room on its connection.
-    static let replySendTimeout: Duration = .seconds(10)
-
-    // MARK: Check-in
-
-    func checkedIn(_ port: SendPort) {
-        checkIns.withLock { $0.append(port) }
-        checkIns.broadcast()
-    }
-
-    /// Waits for the next check-in on this port (running the port's loop if it is the
-    /// calling thread's).
-    func awaitCheckIn(deadline: ContinuousClock.Instant) throws(PortError) -> SendPort {
-        guard let schedule = state.withLock({ $0.schedule }) else { throw .notScheduled }
-        let take: (inout [SendPort]) -> SendPort? = { $0.isEmpty ? nil : $0.removeFirst() }
-        if schedule.loop.isCurrent {
-            while true {
-                if let port = checkIns.withLock(take) { return port }
-                guard isValid else { throw .invalidPort }
-                if ContinuousClock.now >= deadline { throw .receiveTimedOut }
-                _ = try? schedule.loop.run(mode: schedule.modes[0], until: deadline, returnAfterSourceHandled: true)
-            }
-        }
-        guard let port = checkIns.wait(until: deadline, take) else { throw .receiveTimedOut }
-        return port
-    }
-}
-
-/// Where an in-process request's reply goes: filled once, waited on by the requester.
-final class ReplySlot: Sendable {
-    private let slot = ConditionLock<Result<Message, PortError>?>(nil)
-
-    func fulfil(_ message: Message) {
-        var reply = message
-        reply.sender = .thisProcess
-        set(.success(reply))
-    }
-    func fail(_ error: PortError) { set(.failure(error)) }
-
-    private func set(_ result: Result<Message, PortError>) {
-        slot.withLock { if $0 == nil { $0 = result } }
-        slot.broadcast()
-    }
-
-    var result: Result<Message, PortError>? { slot.withLock { $0 } }
-
-    func wait(until deadline: ContinuousClock.Instant?) -> Result<Message, PortError>? {
-        slot.wait(until: deadline) { $0 }
-    }
+    public static let replySendTimeout: Duration = .seconds(10)
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Glibc
 import PermanentThread
 import Synchronization
@@ -57,13 +56,25 @@ public final class SendPort: Sendable {
         }
     }
 
+    /// The process at the other end, as the kernel names it: for a port from
+    /// `connect(to:)`, the process that listens there (SO_PEERCRED, what a client checks
+    /// before it trusts a server); for a port that travelled, the process that made its
+    /// connection; the child or the parent over pipes; this process in-process. `nil` once
+    /// the connection is closed.
+    public var remoteCredentials: SenderCredentials? {
+        switch route {
+        case .local: return .thisProcess
+        case .connection(let connection): return connection.remoteCredentials
+        }
+    }
+
     /// Gives up this send right; a connection to another process is closed.
     public func invalidate() {
         valid.store(false, ordering: .releasing)
         if case .connection(let connection) = route { connection.close(.invalidPort) }
     }
 
-    private func checkValid() throws(PortError) {
+    func checkValid() throws(PortError) {
         guard valid.load(ordering: .acquiring) else { throw .invalidPort }
     }
 
@@ -72,7 +83,7 @@ public final class SendPort: Sendable {
     ///   - message: the message; descriptor components are duplicated for the receiver.
     ///   - timeout: how long to wait while the receiver is full; `nil` waits as long as it takes.
     /// - Throws: `.sendTimedOut`, `.invalidPort`, `.peerDied`, `.messageTooLarge`,
-    ///   `.descriptorsNeedASocket`.
+    ///   `.descriptorsNeedASocket`, `.cannotCrossHosts` (a descriptor or port over TCP).
     public func send(_ message: Message, timeout: Duration? = nil) throws(PortError) {
         try checkValid()
         // `_withUnsafeGuaranteedRef` only rethrows untyped errors: carry the typed one out.
@@ -99,8 +110,9 @@ public final class SendPort: Sendable {
         try result.get()
     }
 
-    /// Sends a request and waits for its reply (CFMessagePortSendRequest): the receiving
-    /// port's handler returns the reply.
+    /// Sends a request and waits for its reply (CFMessagePortSendRequest), blocking the
+    /// calling thread: the receiving port's handler returns the reply. From a task, the
+    /// async `request(_:sendTimeout:receiveTimeout:)` suspends instead.
     /// - Parameters:
     ///   - message: the request to send.
     ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
@@ -108,7 +120,7 @@ public final class SendPort: Sendable {
     /// - Throws: `.sendTimedOut` (not sent), `.receiveTimedOut` (sent, no reply in time),
     ///   `.peerDied` (the peer went away, before or while waiting), `.invalidPort`,
     ///   `.messageTooLarge`.
-    public func sendRequest(
+    public func request(
         _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
     ) throws(PortError) -> Message {
         try checkValid()
@@ -139,23 +151,6 @@ public final class SendPort: Sendable {
         }
     }
 
-    /// `sendRequest` without blocking a task's thread: the wait happens off the cooperative
-    /// pool, and the reply (or the error) resumes the task.
-    public func request(
-        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
-    ) async throws(PortError) -> Message {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<Message, PortError>, Never>) in
-            // A blocking wait does not belong on the cooperative pool; Dispatch's global
-            // queue is made to absorb blocked threads.
-            DispatchQueue.global().async {
-                continuation.resume(returning: Result { () throws(PortError) -> Message in
-                    try self.sendRequest(message, sendTimeout: sendTimeout, receiveTimeout: receiveTimeout)
-                })
-            }
-        }
-        return try result.get()
-    }
-
     /// Calls `handler` on `loop`'s thread when this port becomes invalid because its receive
     /// port was invalidated or its peer process died or closed — within one pass of `loop`.
     /// - Throws: `.invalidPort` when the loop has ended.
@@ -178,7 +173,7 @@ public final class SendPort: Sendable {
     /// Writes `message` as one frame; true when the write had to wait (for another writer
     /// or for room).
     @discardableResult
-    private func write(
+    func write(
         _ message: Message, kind: WireKind, sequence: UInt64, on connection: Connection, deadline: ContinuousClock.Instant?
     ) throws(PortError) -> Bool {
         try write(message, kind: kind, sequence: sequence, on: connection, deadline: { deadline })
@@ -210,24 +205,35 @@ public final class SendPort: Sendable {
     }
 
     /// A new connection end to this port, to send to another process: the receive port (or
-    /// the peer holding it) adopts the other end.
-    func transferableEnd() throws(PortError) -> FileDescriptor {
+    /// the peer holding it) adopts the other end. For a port in this process that is done
+    /// at once; for a port of another process, by `handOff`, which the caller runs once the
+    /// frame carrying the end is written (the receiver's answer is on the critical path,
+    /// the owner's adoption is not: what the receiver sends waits in the socket until the
+    /// owner's port adopts its end), or with `false` to drop the other end unsent.
+    func transferableEnd() throws(PortError) -> (end: FileDescriptor, handOff: (@Sendable (Bool) -> Void)?) {
         try checkValid()
         let (mine, theirs) = try Connection.makeSocketPair()
-        do throws(PortError) {
-            switch route {
-            case .local(let port):
+        switch route {
+        case .local(let port):
+            do {
                 try port.adoptConnection(mine)
-            case .connection(let connection):
-                guard connection.carriesDescriptors else { throw PortError.descriptorsNeedASocket }
-                defer { try? mine.close() }
-                let control = try WireCodec.encodeControl()
-                try connection.write(control, descriptors: [mine.rawValue], deadline: .now + ReceivePort.replySendTimeout)
+            } catch {
+                try? theirs.close()
+                throw error
             }
-            return theirs
-        } catch {
-            try? theirs.close()
-            throw error
+            return (theirs, nil)
+        case .connection(let connection):
+            guard connection.carriesDescriptors else {
+                try? mine.close()
+                try? theirs.close()
+                throw connection.medium.refusal("a port reached over TCP")
+            }
+            return (theirs, { sent in
+                defer { try? mine.close() }
+                // A port whose owner is gone by now arrives dead: its first use says so.
+                guard sent, let control = try? WireCodec.encodeControl() else { return }
+                try? connection.write(control, descriptors: [mine.rawValue], deadline: .now + ReceivePort.replySendTimeout)
+            })
         }
     }
 
@@ -244,7 +250,7 @@ public final class SendPort: Sendable {
                 copy.components[index] = .descriptor(try FileDescriptor(rawValue: fd).duplicate().rawValue)
             } catch {
                 for made in copy.components[..<index] {
-                    if case .descriptor(let fd) = made { Glibc.close(fd) }
+                    if case .descriptor(let fd) = made { try? FileDescriptor(rawValue: fd).close() }
                 }
                 throw error == .badFileDescriptor ? .invalidDescriptor(fd) : PortError("dup", error)
             }
@@ -256,10 +262,10 @@ public final class SendPort: Sendable {
 extension WireCodec {
     /// The frame that asks the peer to adopt the descriptor sent with it.
     static func encodeControl() throws(PortError) -> [UInt8] {
-        do {
-            return try encode(WireMessage(kind: .adoptConnection, id: 0, components: [.descriptor(index: 0)]))
-        } catch {
-            throw .malformed(error.description)
-        }
+        guard let frame = adoptFrame else { throw .malformed("the adopt-connection frame does not encode") }
+        return frame
     }
+
+    /// The adopt-connection frame, encoded once: every one is the same.
+    private static let adoptFrame = try? encode(WireMessage(kind: .adoptConnection, id: 0, components: [.descriptor(index: 0)]))
 }

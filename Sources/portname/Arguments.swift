@@ -50,9 +50,9 @@ func validName(_ name: String) throws(Exit) -> String {
 }
 
 /// Connects to the server at `address` (the default address if `nil`).
-func connect(_ address: String?) throws(Exit) -> NameServerClient {
+func connect(_ address: String?, reconnectingOn loop: ThreadLoop? = nil) throws(Exit) -> NameServerClient {
     do {
-        return try NameServerClient.connect(to: address, timeout: .seconds(10))
+        return try NameServerClient.connect(to: address, timeout: .seconds(10), reconnectingOn: loop)
     } catch {
         throw Exit(error)
     }

@@ -7,11 +7,11 @@ enum Verb: String, CaseIterable {
     /// The verb's synopsis line (after `portname [--address PATH]`).
     var synopsis: String {
         switch self {
-        case .list: return "list [--json]"
+        case .list: return "list [--cluster URL] [--json]"
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
         case .status: return "status [--json]"
-        case .serve: return "serve NAME [--echo]"
+        case .serve: return "serve NAME [--echo] [--cluster]"
         case .send: return "send NAME [--id N] [--timeout SECONDS] [TEXT]"
         }
     }
@@ -24,7 +24,10 @@ enum Verb: String, CaseIterable {
                 Prints every registered name with its owner, sorted by name, one per line:
                 NAME<TAB>PID<TAB>UID. With --json, one object per line:
                 {"name": NAME, "pid": PID, "uid": UID}.
-                Exit status: 0; 5 no server.
+                With --cluster URL (an etcd endpoint, http://HOST:PORT), prints every name the
+                cluster's nodes publish there instead: NAME<TAB>NODE<TAB>PID, or with --json
+                {"name": NAME, "node": NODE, "pid": PID}.
+                Exit status: 0; 5 no server (or no directory at URL).
                 """
         case .lookup:
             return """
@@ -54,8 +57,12 @@ enum Verb: String, CaseIterable {
             return """
                 Registers NAME and answers every request sent to it (empty replies, or the
                 request's bytes with --echo). Prints "serving NAME" once registered, then runs
-                until killed; the name is released when it exits.
-                Exit status: 1 name taken; 2 invalid name; 5 no server.
+                until killed; the name is released when it exits. When the name server
+                restarts, it reconnects and registers NAME again (said on stderr). With
+                --cluster, at a server that is a cluster's node, NAME is published to every
+                node (else it stays on this host).
+                Exit status: 1 name taken (also by another process while the server was
+                away, or by another node); 2 invalid name; 5 no server.
                 """
         case .send:
             return """

@@ -1,3 +1,4 @@
+import Glibc
 import NamedPortServer
 
 /// `serve` and `send`: a named port from the shell, and a request to one.
@@ -6,8 +7,11 @@ enum PortCommands {
         guard options.positional.count == 1 else { throw .usage("serve takes one NAME", verb: .serve) }
         let name = try validName(options.positional[0])
         let echo = options.flags.contains("--echo")
-        let client = try connect(address)
+        let scope: NameScope = options.flags.contains("--cluster") ? .cluster : .host
         let loop = ThreadLoop.current
+        // The loop that serves the port also watches the server: across a restart of the
+        // server the name is registered again.
+        let client = try connect(address, reconnectingOn: loop)
         let port = ReceivePort()
         do {
             try port.schedule(on: loop) { request in
@@ -16,12 +20,26 @@ enum PortCommands {
         } catch {
             throw Exit(status: 1, message: "cannot receive requests: \(error)")
         }
+        let registration: NameRegistration
         do {
-            try client.register(name, port: port)
+            registration = try client.register(name, port: port, scope: scope)
         } catch {
             throw Exit(error)
         }
         say("serving \(name)")
+        registration.onStateChange(on: loop) { state in
+            switch state {
+            case .serverLost: sayError("the name server at \(client.address) went away; reconnecting")
+            case .registeredAgain: sayError("serving \(name) again (name server pid \(client.serverPID))")
+            case .takenByAnother(let pid):
+                sayError("'\(name)' was taken by process \(pid) while the name server was away")
+                exit(1)
+            case .failed(let error):
+                sayError("cannot register '\(name)' again: \(error)")
+                exit(1)
+            case .registered, .released: break
+            }
+        }
         // Nothing signals this source: it keeps the run going whatever the port does.
         try? loop.add(LoopSource(perform: {}), forMode: .default)
         withExtendedLifetime(client) {
@@ -49,7 +67,7 @@ enum PortCommands {
         }
         do {
             let request = Message(id: id, components: [.data(Array(text.utf8))], replyPort: nil)
-            let reply = try port.sendRequest(request, sendTimeout: timeout, receiveTimeout: timeout)
+            let reply = try port.request(request, sendTimeout: timeout, receiveTimeout: timeout)
             say(String(decoding: reply.bytes, as: UTF8.self))
         } catch {
             throw Exit(error, name: name)

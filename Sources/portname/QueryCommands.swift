@@ -1,9 +1,11 @@
 import NamedPortServer
+import PortCluster
 
 /// `list`, `lookup` and `status`: one question to the server, its answer printed.
 enum QueryCommands {
     static func list(_ options: Options, address: String?) throws(Exit) {
         guard options.positional.isEmpty else { throw .usage("list takes no arguments", verb: .list) }
+        if let endpoint = options.values["--cluster"] { return try listCluster(options, endpoint: endpoint) }
         let client = try connect(address)
         do {
             for owner in try client.list() {
@@ -11,6 +13,31 @@ enum QueryCommands {
             }
         } catch {
             throw Exit(error)
+        }
+    }
+
+    /// `list --cluster URL`: every name in the cluster's directory, with its node and pid.
+    private static func listCluster(_ options: Options, endpoint: String) throws(Exit) {
+        let entries: [DirectoryEntry]
+        do {
+            entries = try EtcdClient(endpoint: endpoint).list(prefix: ClusterNode.defaultPrefix).entries
+        } catch .invalidEndpoint {
+            throw .usage("--cluster needs an etcd endpoint http://HOST:PORT, not '\(endpoint)'", verb: .list)
+        } catch {
+            throw Exit(status: 5, message: "\(error)")
+        }
+        for entry in entries {
+            guard let owner = ClusterOwner(directoryValue: entry.value) else { continue }
+            let name = String(entry.key.dropFirst(ClusterNode.defaultPrefix.count))
+            if options.wantsJSON {
+                var line = JSONLine()
+                line.add("name", name)
+                line.add("node", owner.node)
+                line.add("pid", Int(owner.pid))
+                say(line.text)
+            } else {
+                say("\(name)\t\(owner.node)\t\(owner.pid)")
+            }
         }
     }
 

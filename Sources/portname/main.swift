@@ -33,10 +33,11 @@ func run(_ arguments: [String]) throws(Exit) {
 
     let options: Options
     switch verb {
-    case .list, .status: options = try Options(rest, verb: verb, flags: ["--json"])
+    case .list: options = try Options(rest, verb: verb, valued: ["--cluster"], flags: ["--json"])
+    case .status: options = try Options(rest, verb: verb, flags: ["--json"])
     case .lookup: options = try Options(rest, verb: verb, valued: ["--wait"], flags: ["--json"])
     case .watch: options = try Options(rest, verb: verb, flags: ["--json"])
-    case .serve: options = try Options(rest, verb: verb, flags: ["--echo"])
+    case .serve: options = try Options(rest, verb: verb, flags: ["--echo", "--cluster"])
     case .send: options = try Options(rest, verb: verb, valued: ["--id", "--timeout"])
     }
     if options.wantsHelp { return say(Help.verb(verb)) }

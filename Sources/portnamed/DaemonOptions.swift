@@ -1,11 +1,23 @@
 import Glibc
 import NamedPortServer
+import PortMessaging
 
 /// What `portnamed`'s command line asks for.
 struct DaemonOptions {
     var address: String?
     var policy = NameServerPolicy()
     var logLevel = NameServerEvent.Severity.info
+    /// The cluster's directory (an etcd endpoint) and this node's name, when it joins one.
+    var etcd: String?
+    var node: String?
+    var leaseTTL = 5
+    /// Where the node's gateway takes connections from other hosts (with `etcd`).
+    var listen: PortAddress?
+    /// The node's certificate, its key and the cluster's authority (PEM files): TLS
+    /// between the nodes, all three or none.
+    var tlsCertificate: String?
+    var tlsKey: String?
+    var tlsAuthority: String?
     var showHelp = false
     var showVersion = false
 
@@ -13,7 +25,9 @@ struct DaemonOptions {
         usage: portnamed [--address PATH] [--socket-mode MODE] [--allow-uid UID]... [--allow-any-user]
                          [--max-connections N] [--max-names N] [--max-watches N]
                          [--max-waiting-lookups N] [--max-queued-bytes N]
-                         [--log-level warning|notice|info|debug] [--help] [--version]
+                         [--log-level warning|notice|info|debug]
+                         [--etcd URL --node NAME [--lease-ttl SECONDS] [--listen HOST:PORT]
+                          [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--help] [--version]
 
         The PortKit name server. Runs in the foreground, prints "listening on PATH" once it
         accepts connections, tells systemd it is ready when $NOTIFY_SOCKET is set, and logs
@@ -34,6 +48,23 @@ struct DaemonOptions {
           --log-level LEVEL       the least important events logged: warning (refusals,
                                   limits), notice (names taken, invalid names), info (names
                                   registered and released; the default), debug (connections)
+          --etcd URL              join a cluster: publish every name registered here with
+                                  cluster scope in the etcd directory at URL
+                                  (http://HOST:PORT), unique across its nodes (a name
+                                  another node holds is refused), and mirror the other
+                                  nodes' names
+          --node NAME             this node's name in the cluster (with --etcd)
+          --lease-ttl SECONDS     how long this node's names outlive it in the directory
+                                  when it dies without stopping (default 5)
+          --listen HOST:PORT      take connections from other hosts for the names held
+                                  here (with --etcd; port 0: any free port, printed as
+                                  "gateway on HOST:PORT"); without the TLS options, plain
+                                  TCP, so loopback only
+          --tls-cert PEM          this node's certificate, issued by the cluster's
+                                  authority, its common name the node's name; with
+          --tls-key PEM           its private key, and
+          --tls-ca PEM            the cluster's authority: every connection between nodes
+                                  is TLS 1.3, both sides' certificates checked against it
           --help                  print this and exit
           --version               print the version and exit
 
@@ -89,11 +120,28 @@ struct DaemonOptions {
                     throw UsageError("--log-level needs one of warning, notice, info, debug, not '\(text)'")
                 }
                 options.logLevel = level
+            case "--etcd": options.etcd = try value(argument)
+            case "--node": options.node = try value(argument)
+            case "--lease-ttl": options.leaseTTL = try count(argument)
+            case "--tls-cert": options.tlsCertificate = try value(argument)
+            case "--tls-key": options.tlsKey = try value(argument)
+            case "--tls-ca": options.tlsAuthority = try value(argument)
+            case "--listen":
+                let text = try value(argument)
+                guard let address = PortAddress(tcp: text) else { throw UsageError("--listen needs HOST:PORT, not '\(text)'") }
+                options.listen = address
             case "-h", "--help": options.showHelp = true
             case "--version": options.showVersion = true
             default: throw UsageError("unexpected argument '\(argument)'")
             }
         }
+        guard (options.etcd == nil) == (options.node == nil) else { throw UsageError("--etcd and --node go together") }
+        guard options.listen == nil || options.etcd != nil else { throw UsageError("--listen needs --etcd and --node") }
+        let tls = [options.tlsCertificate, options.tlsKey, options.tlsAuthority]
+        guard tls.allSatisfy({ $0 == nil }) || tls.allSatisfy({ $0 != nil }) else {
+            throw UsageError("--tls-cert, --tls-key and --tls-ca go together")
+        }
+        guard options.tlsCertificate == nil || options.etcd != nil else { throw UsageError("--tls-cert, --tls-key and --tls-ca need --etcd and --node") }
         if anyUser {
             guard allowed.isEmpty else { throw UsageError("--allow-any-user and --allow-uid exclude each other") }
             options.policy.allowedUsers = nil

@@ -5,6 +5,7 @@
 // Exit status: 0 after a clean stop, 1 when it cannot start, 2 for usage errors.
 import Glibc
 import NamedPortServer
+import PortCluster
 
 let options: DaemonOptions
 do {
@@ -35,21 +36,47 @@ do {
     exit(1)
 }
 
+var cluster: ClusterLink?
+if let etcd = options.etcd, let node = options.node {
+    do {
+        var tls: ClusterTLS?
+        if let certificate = options.tlsCertificate, let key = options.tlsKey, let authority = options.tlsAuthority {
+            do { tls = try ClusterTLS(certificate: certificate, privateKey: key, authority: authority) } catch {
+                log.failure("cannot use the node's certificate: \(error)")
+                exit(1)
+            }
+        }
+        cluster = try ClusterLink(endpoint: etcd, nodeName: node, leaseTTL: options.leaseTTL, listen: options.listen, tls: tls, log: log)
+    } catch let error as DirectoryError {
+        DaemonLog(level: .warning).failure("\(error)\n\(DaemonOptions.usage)")
+        exit(2)
+    } catch {
+        log.failure("cannot take connections from other hosts: \(error)")
+        exit(1)
+    }
+}
+
 let server: NameServer
 do {
     let events: NameServerEventHandler = { event in log.event(event) }
     if let activated = NameServer.socketFromActivation() {
-        server = try NameServer.start(adoptingListeningSocket: activated, policy: options.policy, events: events)
+        server = try NameServer.start(
+            adoptingListeningSocket: activated, policy: options.policy, events: events, directory: cluster?.node)
     } else {
-        server = try NameServer.start(at: options.address, policy: options.policy, events: events)
+        server = try NameServer.start(at: options.address, policy: options.policy, events: events, directory: cluster?.node)
     }
 } catch {
     log.failure("\(error)")
     exit(1)
 }
 
+cluster?.serverAddress.withLock { $0 = server.address }
 // The log line first: whoever waits for the printed line finds the log already begun.
 log.line(.notice, "listening on \(server.address) (pid \(getpid()))")
+if let gateway = cluster?.gateway {
+    log.line(.notice, "gateway on \(gateway.address)")
+    print("gateway on \(gateway.address)")
+}
 print("listening on \(server.address)")
 fflush(nil)
 if let failure = notifier.ready(status: "listening on \(server.address)") {
@@ -76,5 +103,8 @@ do {
 // Only the SIGTERM/SIGINT handler stops this loop; its source keeps every run going.
 while (try? loop.run(mode: .default, until: nil)) != .stopped {}
 server.stop()
+cluster?.gateway?.close()
+// Revokes the node's lease: its names leave the directory at once, not at its expiry.
+cluster?.node.close()
 log.line(.info, "stopped")
 exit(0)

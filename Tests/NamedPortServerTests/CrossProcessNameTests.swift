@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
+import PortKitTestSupport
 import PortMessaging
 import Testing
 

@@ -51,6 +51,7 @@ struct NameRulesTests {
     /// Every refusal travels from server to client as a reply status and comes back equal.
     @Test(arguments: [
         NameServerError.nameTaken(name: "db", ownerPID: 4242),
+        .nameTakenElsewhere(name: "db", node: "east-1", ownerPID: 4242),
         .notFound(name: "db"),
         .timedOut(operation: "waiting for 'db'"),
         .permissionDenied(reason: "uid 65534 may not"),
@@ -64,13 +65,13 @@ struct NameRulesTests {
         .serverBusy(address: "/run/names.sock", reason: "out of descriptors"),
     ])
     func errorsRoundTripThroughReplies(error: NameServerError) {
-        let (status, components) = NameReply.encode(error)
-        #expect(status != .ok)
-        #expect(NameReply.decode(status: status.rawValue, components, address: "/run/names.sock") == error)
+        let reply = NameReply.encode(error)
+        #expect(reply.id != NameStatus.ok.rawValue)
+        #expect(NameReply.decode(status: reply.id, reply.components, address: "/run/names.sock") == error)
     }
 
     @Test func garbledReplyFieldsAreAProtocolErrorNotATrap() {
-        let decoded = NameReply.decode(status: NameStatus.nameTaken.rawValue, [.bytes([1, 2])], address: "/a")
+        let decoded = NameReply.decode(status: NameStatus.nameTaken.rawValue, [.data([1, 2])], address: "/a")
         guard case .protocolError = decoded else {
             Issue.record("got \(decoded)")
             return
@@ -82,7 +83,7 @@ struct NameRulesTests {
     }
 
     @Test func integerFieldsAreEightBytesLittleEndian() throws {
-        guard case .bytes(let bytes) = NameField.integer(UInt64(0x0102_0304_0506_0708)) else {
+        guard case .data(let bytes) = NameField.integer(UInt64(0x0102_0304_0506_0708)) else {
             Issue.record("not a bytes component")
             return
         }
@@ -92,6 +93,27 @@ struct NameRulesTests {
         #expect(try reader.string() == "x")
         #expect(reader.atEnd)
         #expect(throws: NameServerError.self) { try reader.integer() }
+    }
+
+    @Test func ownerListsPackIntoOneFieldAndAGarbledOneIsAProtocolError() throws {
+        let owners = [
+            NameOwner(name: "a", pid: 1, uid: 1000), NameOwner(name: String(repeating: "n", count: 255), pid: -1, uid: 0),
+            NameOwner(name: "naïve☃", pid: 77, uid: UInt32.max),
+        ]
+        let field = NameField.owners(owners)
+        var reader = NameFieldReader([field])
+        #expect(try reader.owners() == owners)
+        #expect(reader.atEnd)
+        guard case .data(let bytes) = field else {
+            Issue.record("not a bytes component")
+            return
+        }
+        for cut in [1, 5, bytes.count - 1] {
+            var truncated = NameFieldReader([.data(Array(bytes.prefix(cut)))])
+            #expect(throws: NameServerError.self) { try truncated.owners() }
+        }
+        var empty = NameFieldReader([NameField.owners([])])
+        #expect(try empty.owners().isEmpty)
     }
 
     @Test(arguments: [

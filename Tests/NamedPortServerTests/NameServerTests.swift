@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
+import PortKitTestSupport
 import PortMessaging
 import Testing
 
@@ -68,9 +69,9 @@ struct NameServerTests {
         #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) { try client.lookup("a/b") }
 
         // A client that skips the checks gets them from the server.
-        let connection = try ClientConnection.open(address: directory.address, timeout: .seconds(10))
-        defer { connection.close() }
-        _ = try connection.request(.hello, [NameField.integer(nameProtocolVersion)], deadline: .now + .seconds(10), describing: "hello")
+        let raw = try RawNameClient(address: directory.address)
+        defer { raw.close() }
+        #expect(try raw.hello())
         for (bytes, reason) in [
             ([UInt8](), NameServerError.InvalidNameReason.empty),
             (Array("x/y".utf8), .slash),
@@ -78,15 +79,13 @@ struct NameServerTests {
             ([UInt8](repeating: 0x61, count: 256), .tooLong(bytes: 256)),
             ([0xC3, 0x28], .notUTF8),
         ] {
-            #expect(throws: NameServerError.invalidName(name: String(decoding: bytes, as: UTF8.self), reason: reason)) {
-                _ = try connection.request(.register, [.bytes(bytes)], deadline: .now + .seconds(10), describing: "register")
-            }
+            let reply = try raw.request(.register, [.data(bytes), .port(ReceivePort().makeSendPort())])
+            #expect(NameReply.decode(status: reply.id, reply.components, address: directory.address)
+                == .invalidName(name: String(decoding: bytes, as: UTF8.self), reason: reason))
         }
         // An unknown operation is refused, and the connection stays usable.
-        #expect(throws: NameServerError.self) {
-            _ = try connection.request(rawOperation: 77, [], deadline: .now + .seconds(10), describing: "?")
-        }
-        _ = try connection.request(.list, [], deadline: .now + .seconds(10), describing: "list")
+        #expect(try raw.request(rawOperation: 77, []).id == NameStatus.badRequest.rawValue)
+        #expect(try raw.request(.list, []).id == NameStatus.ok.rawValue)
     }
 
     @Test func aLookupWaitsForItsNameAndTimesOut() throws {
@@ -174,10 +173,9 @@ struct NameServerTests {
         #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
     }
 
-    /// Clients send no descriptors: one that does is disconnected unanswered and the
-    /// server keeps none of them, whether they fit one read (1) or the kernel truncates
-    /// them (8).
-    @Test(arguments: [1, 8]) func aClientSendingDescriptorsIsDisconnected(count: Int) throws {
+    /// A request carries what its operation takes and nothing else: one with descriptors
+    /// (1, or 8) is refused, the server keeps none of them, and the connection stays.
+    @Test(arguments: [1, 8]) func aRequestCarryingDescriptorsIsRefusedAndKeepsNone(count: Int) throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
@@ -185,57 +183,36 @@ struct NameServerTests {
         try #require(pipe(&ends) == 0)
         let pipeReader = FileDescriptor(rawValue: ends[0])
         defer { try? pipeReader.close() }
-        let socket = try UnixSocket.make(nonBlocking: false)
-        defer { try? socket.close() }
-        try UnixSocket.connect(socket, to: directory.address)
-
-        let hello = try WireMessage(
-            kind: .request, id: NameOperation.hello.rawValue, sequence: 1,
-            components: [NameField.integer(nameProtocolVersion)]
-        ).frame()
-        let copies = (0..<count).map { _ in dup(ends[1]) }
-        let sent = try hello.bytes.withUnsafeBytes { try socket.send($0, descriptors: copies) }
-        #expect(sent == hello.bytes.count)
-        closeDescriptors(copies + [ends[1]])
-
-        var buffer = [UInt8](repeating: 0, count: 256)
-        #expect(try socket.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
-        #expect(buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) } <= 0)
+        let raw = try RawNameClient(address: directory.address)
+        defer { raw.close() }
+        #expect(try raw.hello())
+        let fields = [NameField.string("x"), NameField.integer(UInt64(0))] + (0..<count).map { _ in MessageComponent.descriptor(ends[1]) }
+        let reply = try raw.request(.owner, fields)
+        #expect(reply.id == NameStatus.badRequest.rawValue)
+        close(ends[1])
         // Every copy of the pipe's write end is closed: its reader sees the end.
+        var buffer = [UInt8](repeating: 0, count: 16)
         #expect(try pipeReader.poll(CShort(POLLIN), timeout: .seconds(20)) != 0)
         #expect(buffer.withUnsafeMutableBytes { read(ends[0], $0.baseAddress, $0.count) } == 0)
-        #expect(try waitFor { try server.counts().connections == 0 })
+        #expect(try raw.request(.list, []).id == NameStatus.ok.rawValue)
     }
 
-    /// A version 1 client registers with no offer channel: the server sends it each
-    /// brokered connection as notice 100 over its connection, and that end works.
-    @Test func aVersion1OwnerGetsItsOffersOverItsConnection() throws {
+    /// A client of an older protocol is refused with a clear error, not served: the reply
+    /// to its hello names both versions.
+    @Test func anOlderClientIsRefusedWithItsVersionNamed() throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let owner = try RawNameClient(address: directory.address)
-        defer { owner.close() }
-        let hello = try owner.request(.hello, [NameField.integer(1)])
-        #expect(hello.message.id == NameStatus.ok.rawValue)
-        let registered = try owner.request(.register, [NameField.string("old")])
-        #expect(registered.message.id == NameStatus.ok.rawValue)
-
-        let user = try NameServerClient.connect(to: directory.address)
-        let port = try user.lookup("old")
-        let offer = try owner.next()
-        #expect(offer.message.kind == .message)
-        #expect(offer.message.id == NameNotice.connectionOffer.rawValue)
-        var fields = NameFieldReader(offer.message.components)
-        #expect(try fields.string() == "old")
-        #expect(try fields.port() == 0)
-        try #require(offer.descriptors.count == 1)
-
-        let loop = PortLoop()
-        let receiver = try loop.port { Array("old: \($0.text)".utf8) }
-        try receiver.adoptConnection(FileDescriptor(rawValue: offer.descriptors[0]))
-        #expect(try ask(port, "hi") == "old: hi")
-        port.invalidate()
-        receiver.invalidate()
+        let old = try RawNameClient(address: directory.address)
+        defer { old.close() }
+        let reply = try old.request(.hello, [NameField.integer(UInt64(3))])
+        #expect(reply.id == NameStatus.badRequest.rawValue)
+        var fields = NameFieldReader(reply.components)
+        #expect(try fields.string() == "protocol version 3 asked, this server speaks 4 only")
+        // Nothing but a hello is served before one is accepted.
+        #expect(try old.request(.list, []).id == NameStatus.badRequest.rawValue)
+        #expect(try old.hello())
+        #expect(try old.request(.list, []).id == NameStatus.ok.rawValue)
     }
 
     @Test func perConnectionLimitsAreEnforced() throws {
@@ -254,7 +231,7 @@ struct NameServerTests {
             _ = try client.watch(prefix: "b")
         }
         watch.cancel()
-        // The unwatch is one-way; the next watch may race it, so retry briefly.
+        // The server sees the cancelled watch's port close; the next watch may race that.
         #expect(waitFor { (try? client.watch(prefix: "b")) != nil })
         let other = try NameServerClient.connect(to: directory.address)
         try other.register("c", port: ReceivePort())
@@ -317,6 +294,36 @@ struct NameServerTests {
         #expect(made.isDirectory && made.permissions == 0o700)
         let socketFile = try FileSystem.status(address)
         #expect(socketFile.isSocket && socketFile.permissions == 0o600)
+    }
+
+    /// A connect that may wait finds a server that starts later, even in a directory that
+    /// does not exist yet; without a server it gives up at its deadline.
+    @Test func aConnectWaitsForItsServerToAppear() throws {
+        let directory = TestDirectory()
+        let address = directory.path + "/later/names.sock"
+        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: address) }
+        #expect(throws: NameServerError.serverUnavailable(address: address, reason: "no socket file")) {
+            try NameServerClient.connect(to: address, waitingForServer: .milliseconds(300))
+        }
+        let outcome = ConditionLock<Result<Int32, NameServerError>?>(nil)
+        let started = ConditionLock(false)
+        Thread {
+            started.withLock { $0 = true }
+            started.broadcast()
+            let result = Result { () throws(NameServerError) -> Int32 in
+                let client = try NameServerClient.connect(to: address, waitingForServer: .seconds(120))
+                defer { client.close() }
+                _ = try client.list()
+                return client.serverPID
+            }
+            outcome.withLock { $0 = result }
+            outcome.broadcast()
+        }.start()
+        #expect(started.wait(until: .now + .seconds(60)) { $0 ? true : nil } == true)
+        let server = try NameServer.start(at: address)
+        defer { server.stop() }
+        let result = try #require(outcome.wait(until: .now + .seconds(120)) { $0 })
+        #expect(try result.get() == getpid())
     }
 
     @Test func connectingWhereNoServerIsSaysSo() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import NamedPortServer
+import PortKitTestSupport
 import Testing
 
 /// The manual pages, the completions and the commands' own help name the same verbs and

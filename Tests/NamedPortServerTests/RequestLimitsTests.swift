@@ -1,24 +1,24 @@
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
+import PortKitTestSupport
 import PortMessaging
 import Testing
 
-/// What a connection may cost the server: a request frame is refused at its header past
-/// the protocol's few KiB, and connections that never say hello, leave a request half sent
+/// What a connection may cost the server: a request is refused at its header past the
+/// protocol's few KiB, and connections that never say hello, leave a request half sent
 /// or (when configured) stay idle are closed after the policy's time-outs.
 @Suite("Names: request limits and time-outs")
 struct RequestLimitsTests {
     /// The header of a list request announcing a frame of `length` bytes.
-    private func header(announcing length: Int) throws -> [UInt8] {
-        var bytes = try WireMessage(kind: .request, id: NameOperation.list.rawValue, sequence: 1, components: []).frame().bytes
+    private func header(_ client: RawNameSocket, announcing length: Int) throws -> [UInt8] {
+        var bytes = try client.frame(.list, [])
         for index in 0..<4 { bytes[WireLayout.lengthOffset + index] = UInt8(truncatingIfNeeded: length >> (8 * index)) }
         return bytes
     }
 
     /// 20 connections each announce a 16 MiB request and send 32 KiB of it: each is closed
-    /// as soon as its header arrives, the server never holds more than a frame's limit for
-    /// any of them, and it goes on answering others.
+    /// as soon as its header arrives, and the server goes on answering others.
     @Test func anOversizedRequestIsRefusedAtItsHeader() throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
@@ -27,26 +27,25 @@ struct RequestLimitsTests {
         try bystander.register("still.here", port: ReceivePort())
 
         let body = [UInt8](repeating: 0x41, count: 32 * 1024)
-        let oversized = try header(announcing: 16 * 1024 * 1024 - 1) + body
-        var clients: [RawNameClient] = []
+        var clients: [RawNameSocket] = []
         for _ in 0..<20 {
-            let client = try RawNameClient(address: directory.address)
+            let client = try RawNameSocket(address: directory.address)
             #expect(try client.hello())
-            try client.send(oversized)
+            try client.send(try header(client, announcing: 16 * 1024 * 1024 - 1) + body)
             clients.append(client)
         }
         for (number, client) in clients.enumerated() {
             #expect(try client.isClosedByServer(), "connection \(number) is still open")
             client.close()
         }
-        #expect(try server.peakBufferedRequestBytes() <= requestLimits.maxFrameBytes)
         #expect(try waitFor { try server.counts().connections == 1 })
         #expect(try server.counts().bufferedRequestBytes == 0)
         #expect(try bystander.list().map(\.name) == ["still.here"])
         #expect(try NameServerClient.connect(to: directory.address).owner(of: "still.here").pid == getpid())
     }
 
-    /// A request of the largest size the protocol allows still goes through.
+    /// A request of the largest size the protocol allows still goes through, and the
+    /// client library refuses a larger one itself, having been told the limit.
     @Test func aRequestAtTheLimitIsServed() throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
@@ -54,13 +53,17 @@ struct RequestLimitsTests {
         let client = try RawNameClient(address: directory.address)
         defer { client.close() }
         #expect(try client.hello())
-        // A name far past the name rules, in a frame just at the limit: refused as a name,
+        // A name far past the name rules, in a request just at the limit: refused as a name,
         // not as a frame (the connection stays).
-        let padding = requestLimits.maxFrameBytes - WireLayout.headerSize - 2 * 5 - 8
-        let reply = try client.request(.owner, [.bytes([UInt8](repeating: 0x61, count: padding)), NameField.integer(UInt64(0))])
-        #expect(NameReply.decode(status: reply.message.id, reply.message.components, address: directory.address)
+        let padding = maxRequestBytes - 8
+        let reply = try client.request(.owner, [.data([UInt8](repeating: 0x61, count: padding)), NameField.integer(UInt64(0))])
+        #expect(NameReply.decode(status: reply.id, reply.components, address: directory.address)
             == .invalidName(name: String(repeating: "a", count: NameRules.maxNameBytes + 1), reason: .tooLong(bytes: padding)))
-        #expect(try client.request(.list, []).message.id == NameStatus.ok.rawValue)
+        #expect(try client.request(.list, []).id == NameStatus.ok.rawValue)
+        #expect(throws: PortError.messageTooLarge(size: maxRequestBytes + 1, limit: maxRequestBytes)) {
+            try client.request(.owner, [.data([UInt8](repeating: 0x61, count: padding + 1)), NameField.integer(UInt64(0))])
+        }
+        #expect(try client.request(.list, []).id == NameStatus.ok.rawValue)
     }
 
     /// A connection that never says hello is closed after the hello time-out; one that said
@@ -70,7 +73,7 @@ struct RequestLimitsTests {
         let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(helloTimeout: .seconds(2)))
         defer { server.stop() }
         let greeted = try NameServerClient.connect(to: directory.address)
-        let silent = try RawNameClient(address: directory.address)
+        let silent = try RawNameSocket(address: directory.address)
         defer { silent.close() }
         #expect(try silent.isClosedByServer(within: .seconds(60)))
         #expect(try waitFor { try server.counts().connections == 1 })
@@ -83,16 +86,12 @@ struct RequestLimitsTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(requestTimeout: .milliseconds(300)))
         defer { server.stop() }
-        let client = try RawNameClient(address: directory.address)
+        let client = try RawNameSocket(address: directory.address)
         defer { client.close() }
         #expect(try client.hello())
-        let frame = try WireMessage(
-            kind: .request, id: NameOperation.owner.rawValue, sequence: 2, components: [NameField.string("half"), NameField.integer(0)]
-        ).frame().bytes
+        let frame = try client.frame(.owner, [.bytes(Array("half".utf8)), .bytes([UInt8](repeating: 0, count: 8))])
         try client.send(Array(frame.prefix(frame.count - 3)))
         #expect(try client.isClosedByServer(within: .seconds(60)))
-        // The part was held until then (the peak is kept, so no race with the close).
-        #expect(try server.peakBufferedRequestBytes() == frame.count - 3)
         #expect(try waitFor { try server.counts() == NameServerCounts(connections: 0, names: 0, waitingLookups: 0, watches: 0) })
     }
 
@@ -100,22 +99,13 @@ struct RequestLimitsTests {
     /// one holding a name is not.
     @Test func anIdleConnectionIsClosedWhenThePolicySaysSo() throws {
         let directory = TestDirectory()
-        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(idleTimeout: .milliseconds(300)))
+        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(idleTimeout: .seconds(1)))
         defer { server.stop() }
-        // The owner's hello and register go in one write, so they are served in one pass:
-        // no moment where it holds nothing after its hello.
-        let owner = try RawNameClient(address: directory.address)
-        defer { owner.close() }
-        let hello = try WireMessage(
-            kind: .request, id: NameOperation.hello.rawValue, sequence: 1, components: [NameField.integer(1)]).frame()
-        let register = try WireMessage(
-            kind: .request, id: NameOperation.register.rawValue, sequence: 2, components: [NameField.string("kept")]).frame()
-        try owner.send(hello.bytes + register.bytes)
-        #expect(try owner.next().message.id == NameStatus.ok.rawValue)
-        #expect(try owner.next().message.id == NameStatus.ok.rawValue)
+        let owner = try NameServerClient.connect(to: directory.address)
+        try owner.register("kept", port: ReceivePort())
         let idle = try NameServerClient.connect(to: directory.address)
         #expect(try waitFor(.seconds(60)) { try server.counts().connections == 1 })
         #expect(throws: NameServerError.connectionLost(address: directory.address)) { try idle.list() }
-        #expect(try owner.request(.list, []).message.components.count == 3)
+        #expect(try owner.list().map(\.name) == ["kept"])
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
+import PortKitTestSupport
 import Testing
 
 /// A client trusts only a server of its own user, root, or a user it names: whatever else

@@ -15,23 +15,6 @@ final class Shared<Value: Sendable>: Sendable {
     func update<R: Sendable>(_ body: (inout Value) -> R) -> R { storage.withLock { body(&$0) } }
 }
 
-/// A one-shot event a test waits for, with a deadline.
-final class TestLatch: Sendable {
-    private let isOpen = ConditionLock(false)
-
-    func open() {
-        isOpen.withLock { $0 = true }
-        isOpen.broadcast()
-    }
-
-    var opened: Bool { isOpen.withLock { $0 } }
-
-    /// Whether it opened within `timeout`.
-    func wait(timeout: Duration = .seconds(60)) -> Bool {
-        isOpen.wait(until: .now + timeout) { $0 ? () : nil } != nil
-    }
-}
-
 /// A thread-exit hook: a thread-specific value whose destructor opens a latch. glibc runs
 /// these destructors as the thread exits, before `pthread_join` on it can return.
 private let exitHookKey: pthread_key_t = {

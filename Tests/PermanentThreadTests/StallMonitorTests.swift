@@ -48,7 +48,11 @@ struct StallMonitorTests {
             try thread.sync {}  // the stall is over
             monitor.stop()      // joins the watchdog: no report can come after this
             return reports.value
-        }, isClean: { $0.count == 1 && $0.first?.label == "slow-block" })
+        }, isClean: { reports in
+            // A sample the victim's signal handler did not answer in time (it is scheduled
+            // late on a loaded machine) is such a try too.
+            reports.count == 1 && reports.first?.label == "slow-block" && !(reports.first?.stack.isEmpty ?? true)
+        })
 
         #expect(all.count == 1, "one stall, one report: \(all)")
         let report = try #require(all.first)

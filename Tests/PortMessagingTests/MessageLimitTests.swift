@@ -17,7 +17,7 @@ enum EchoRoute: String, CaseIterable, CustomTestStringConvertible {
         case .inProcess, .socket:
             let served = ServedPort { Message(id: $0.id, bytes: $0.bytes) }
             let local = served.port.makeSendPort()
-            let port = self == .inProcess ? local : SendPort(adoptingSocket: try local.transferableEnd())
+            let port = self == .inProcess ? local : SendPort(adoptingSocket: try local.transferableEnd().end)
             return (port, { port.invalidate(); served.stop() })
         case .childSocket, .childPipes:
             let child = try WorkerChild(channel: self == .childSocket ? .socket : .pipes)
@@ -30,7 +30,7 @@ enum EchoRoute: String, CaseIterable, CustomTestStringConvertible {
 struct MessageLimitTests {
     /// After a refusal the port still answers.
     private func expectStillWorks(_ port: SendPort, _ route: EchoRoute) throws {
-        let reply = try port.sendRequest(Message(id: WorkerOp.echo, text: "still here"), receiveTimeout: .seconds(60))
+        let reply = try port.request(Message(id: WorkerOp.echo, text: "still here"), receiveTimeout: .seconds(60))
         #expect(reply.text == "still here", "\(route)")
     }
 
@@ -43,7 +43,7 @@ struct MessageLimitTests {
             try port.send(message, timeout: .seconds(10))
         }
         #expect(throws: PortError.tooManyComponents(count: 2000, limit: Message.maxComponents)) {
-            try port.sendRequest(message, receiveTimeout: .seconds(10))
+            try port.request(message, receiveTimeout: .seconds(10))
         }
         // Exactly at the limit goes through.
         let atLimit = Message(id: WorkerOp.echo, components: Array(repeating: .data([2]), count: Message.maxComponents))
@@ -87,18 +87,18 @@ struct MessageLimitTests {
         let limit = 1024 * 1024
         let served = ServedPort(ReceivePort(maxMessageBytes: limit)) { Message(id: $0.id, bytes: $0.bytes) }
         defer { served.stop() }
-        let port = SendPort(adoptingSocket: try served.port.makeSendPort().transferableEnd())
+        let port = SendPort(adoptingSocket: try served.port.makeSendPort().transferableEnd().end)
         defer { port.invalidate() }
         let tooBig = [UInt8](repeating: 3, count: 2 * limit)
         #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: limit)) {
             try port.send(Message(bytes: tooBig), timeout: .seconds(10))
         }
         #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: limit)) {
-            try port.sendRequest(Message(bytes: tooBig), receiveTimeout: .seconds(10))
+            try port.request(Message(bytes: tooBig), receiveTimeout: .seconds(10))
         }
         #expect(port.isValid)
         let atLimit = [UInt8](repeating: 4, count: limit)
-        #expect(try port.sendRequest(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
+        #expect(try port.request(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
         try expectStillWorks(port, .socket)
     }
 }

@@ -56,11 +56,12 @@ import PortMessaging
     return 0
 }
 
-/// `names-owner ADDRESS NAME [--embedded] [--slow] [--die]`: registers NAME with a port
-/// that answers each request with "PID TEXT" (this process's pid and the request's text)
-/// and serves until killed. Prints "serving NAME PID". `--embedded`: if no server answers
-/// at ADDRESS, start one in this process first. `--slow`: the handler takes 20 s to
-/// answer. `--die`: the handler ends the process instead of answering.
+/// `names-owner ADDRESS NAME [--embedded] [--slow] [--die] [--cluster]`: registers NAME
+/// with a port that answers each request with "PID TEXT" (this process's pid and the
+/// request's text) and serves until killed. Prints "serving NAME PID". `--embedded`: if no
+/// server answers at ADDRESS, start one in this process first. `--slow`: the handler takes
+/// 20 s to answer. `--die`: the handler ends the process instead of answering.
+/// `--cluster`: the name is registered with cluster scope.
 @Sendable func namesOwner(_ arguments: [String]) -> Int32 {
     guard arguments.count >= 2 else { return usage("names-owner ADDRESS NAME [--embedded]") }
     let (address, name) = (arguments[0], arguments[1])
@@ -76,7 +77,7 @@ import PortMessaging
             if slow { usleep(20_000_000) }
             return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
         }
-        try client.register(name, port: port)
+        try client.register(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
         say("serving \(name) \(pid)")
         try loop.add(LoopSource(perform: {}), forMode: .default)
         withExtendedLifetime(client) {
@@ -98,7 +99,7 @@ import PortMessaging
     do {
         let client = try NameServerClient.connect(to: arguments[0])
         let port = try client.lookup(arguments[1], waitingUpTo: .milliseconds(Int64(wait * 1000)))
-        let reply = try port.sendRequest(
+        let reply = try port.request(
             Message(id: 7, components: [.data(Array(arguments[2].utf8))], replyPort: nil),
             sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
         say("reply \(String(decoding: reply.bytes, as: UTF8.self))")
@@ -196,7 +197,7 @@ private func standardInputIsReadable() -> Bool {
                 arrive(0)
                 let target = "stress.\((index + 1) % count)"
                 let send = try client.lookup(target, waitingUpTo: .seconds(60))
-                let reply = try send.sendRequest(
+                let reply = try send.request(
                     Message(id: UInt32(index), components: [.data(Array(name.utf8))], replyPort: nil),
                     sendTimeout: .seconds(60), receiveTimeout: .seconds(60))
                 let answer = String(decoding: reply.bytes, as: UTF8.self)
@@ -329,7 +330,7 @@ private func standardInputIsReadable() -> Bool {
         try port.schedule(on: loop) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
         try client.register("cycle.\(index)", port: port)
         let send = try client.lookup("cycle.\(index)")
-        _ = try send.sendRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        _ = try send.request(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
         let watch = try client.watch(prefix: "cycle.")
         _ = try client.list()
         watch.cancel()

@@ -11,6 +11,8 @@ let scenarios: [String: Scenario] = [
     "port-child-cycles": portChildCycles,
     "port-death-race": portDeathRace,
     "port-connect": portConnect,
+    "port-tcp": portTCP,
+    "port-tls": portTLS,
     "names-server": namesServer,
     "names-owner": namesOwner,
     "names-request": namesRequest,
@@ -19,10 +21,18 @@ let scenarios: [String: Scenario] = [
     "names-try": namesTry,
     "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
+    "cluster-node": clusterNode,
 ]
 
-/// Prints a line and flushes, so a parent reading a pipe sees it at once.
+/// Writes a line to standard output at once (one `write`, no buffer), so a parent reading
+/// a pipe sees it at once. Not through `print` and a flush of every stream: that takes
+/// standard input's lock too, which a thread blocked reading its input holds.
 func say(_ line: String) {
-    print(line)
-    fflush(nil)  // every output stream
+    var bytes = Array((line + "\n").utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
 }

@@ -1,29 +1,27 @@
 import Foundation
 
-/// Runs the package's test helper as a real child process and collects its output.
+/// Runs the package's test helper, or another product built beside it, as a real child
+/// process to its end and collects its output.
 package struct ChildProcess {
     /// The helper executable, built beside the test bundle.
-    package static var helperPath: String {
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        var directory = executable.deletingLastPathComponent()
-        // The bundle is .build/<config>/PortKitPackageTests.xctest (a file on Linux).
-        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("portkit-test-helper").path),
-              directory.path != "/" {
-            directory = directory.deletingLastPathComponent()
-        }
-        return directory.appendingPathComponent("portkit-test-helper").path
-    }
+    package static var helperPath: String { SpawnedProcess.product("portkit-test-helper") }
 
     /// Runs `portkit-test-helper scenario arguments…` to the end; returns (status, stdout).
     package static func run(_ scenario: String, _ arguments: [String] = []) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: helperPath)
-        process.arguments = [scenario] + arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try run(executable: helperPath, [scenario] + arguments)
+    }
+
+    /// The path of another product built beside the test helper (an example program).
+    package static func productPath(_ name: String) -> String { SpawnedProcess.product(name) }
+
+    /// Runs `executable arguments…` to the end; returns (status, stdout). A child killed by
+    /// a signal reports 128 plus the signal's number, as a shell does.
+    package static func run(executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let child = try SpawnedProcess.spawn(executable, arguments)
+        let output = try child.remainingOutput(within: .seconds(120))
+        switch try child.wait(within: .seconds(60)) {
+        case .exited(let code): return (code, output)
+        case .signalled(let signal): return (128 + signal, output)
+        }
     }
 }

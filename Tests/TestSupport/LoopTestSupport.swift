@@ -74,3 +74,23 @@ package final class Counter: Sendable {
     package func increment() { value.add(1, ordering: .relaxed) }
     package var count: Int { value.load(ordering: .relaxed) }
 }
+
+/// A one-shot event a test waits for, with a deadline.
+package final class TestLatch: Sendable {
+    package init() {}
+    private let isOpen = ConditionLock(false)
+
+    /// Opens the latch: every waiter, and every later one, goes on.
+    package func open() {
+        isOpen.withLock { $0 = true }
+        isOpen.broadcast()
+    }
+
+    /// Whether it is open.
+    package var opened: Bool { isOpen.withLock { $0 } }
+
+    /// Whether it opened within `timeout`.
+    package func wait(timeout: Duration = .seconds(60)) -> Bool {
+        isOpen.wait(until: .now + timeout) { $0 ? () : nil } != nil
+    }
+}

@@ -6,7 +6,7 @@ import PortMessaging
 
 /// The name server against a bare Unix-socket round trip: what a lookup, a registration,
 /// a first connection and an owner's death cost. The server is embedded in this process
-/// (its own thread), as `NameServer.start` gives it; clients read on their I/O thread.
+/// (its own thread), as `NameServer.start` gives it; a client reads its replies itself.
 enum NameBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         [
@@ -293,12 +293,12 @@ enum NameBenchmarks: BenchmarkFamily {
 
     private static func deathOnce(_ address: String, _ watch: NameWatch) throws -> Duration {
         let name = "bench.death"
-        let connection = try RawNameConnection(address: address)
+        var connection = try RawNameConnection(address: address)
         try connection.register(name)
         guard case .appeared? = try watch.next(timeout: .seconds(10)) else {
             throw BenchmarkError.timedOut("the watcher to see \(name) appear")
         }
-        let owner = try spawnHolder(connection.socket)
+        let owner = try spawnHolder(connection.socket, connection.portEnd)
         connection.close()
         let start = ContinuousClock.now
         kill(owner, SIGKILL)
@@ -310,12 +310,12 @@ enum NameBenchmarks: BenchmarkFamily {
         return elapsed
     }
 
-    /// Starts `/bin/sleep` holding `socket` as its descriptor 3.
-    private static func spawnHolder(_ socket: CInt) throws -> pid_t {
+    /// Starts `/bin/sleep` holding `sockets` as its descriptors 3, 4, ….
+    static func spawnHolder(_ sockets: CInt...) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, socket, 3)
+        for (index, socket) in sockets.enumerated() { posix_spawn_file_actions_adddup2(&actions, socket, 3 + CInt(index)) }
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("600"), nil]
         defer { for pointer in argv { free(pointer) } }
@@ -327,7 +327,7 @@ enum NameBenchmarks: BenchmarkFamily {
     // MARK: Shared
 
     /// Runs `sample` `count` times and returns the median in µs.
-    private static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
+    static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for _ in 0..<count { samples.append(try sample().microseconds) }
@@ -499,9 +499,13 @@ private final class RawEcho: Sendable {
 }
 
 /// A name-protocol connection spoken by hand (for `names.death`, whose owner process is
-/// not a PortKit program): connect, register, hand the socket over.
-private struct RawNameConnection {
+/// not a PortKit program): connect, say hello, register with a port of its own (one end of
+/// a socket pair, `portEnd` the other), hand both over.
+struct RawNameConnection {
     let socket: CInt
+    /// The other end of the registered port's connection: whoever holds it keeps the port
+    /// (and so the name) alive.
+    private(set) var portEnd: CInt = -1
 
     init(address: String) throws {
         socket = Glibc.socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
@@ -515,23 +519,37 @@ private struct RawNameConnection {
         guard socket >= 0, status == 0 else { throw BenchmarkError.lastSystemError("connect \(address)") }
     }
 
-    /// Registers `name` on this connection and waits for the server's ok.
-    func register(_ name: String) throws {
-        let request = WireMessage(
-            kind: .request, id: NameOperation.register.rawValue, sequence: 1, components: [.bytes(Array(name.utf8))])
-        let frame = try WireCodec.encode(request)
-        guard frame.withUnsafeBytes({ send(socket, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }) == frame.count else {
-            throw BenchmarkError.lastSystemError("send register")
+    /// Says hello, registers `name` on this connection with a port of its own (with
+    /// `.cluster` scope when `cluster`), and waits for the server's two oks.
+    mutating func register(_ name: String, cluster: Bool = false) throws {
+        let version = withUnsafeBytes(of: UInt64(4).littleEndian) { Array($0) }
+        let hello = try WireCodec.encode(WireMessage(
+            kind: .request, id: NameOperation.hello.rawValue, sequence: 1, components: [.bytes(version)]))
+        let register = try WireCodec.encode(WireMessage(
+            kind: .request, id: NameOperation.register.rawValue, sequence: 2,
+            components: [.bytes(Array(name.utf8)), .port(index: 0)]
+                + (cluster ? [.bytes(withUnsafeBytes(of: NameScope.cluster.rawValue.littleEndian) { Array($0) })] : [])))
+        var ends: [CInt] = [-1, -1]
+        guard socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
+            throw BenchmarkError.lastSystemError("socketpair")
         }
+        portEnd = ends[1]
+        defer { Glibc.close(ends[0]) }  // sent: the server holds its own copy
+        let frames = hello + register
+        let sent = try frames.withUnsafeBytes { raw in try FileDescriptor(rawValue: socket).send(raw, descriptors: [ends[0]]) }
+        guard sent == frames.count else { throw BenchmarkError.lastSystemError("send register") }
         var splitter = WireFrameSplitter()
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
+        var oks = 0
+        while oks < 2 {
             if let reply = try splitter.nextFrame() {
                 let message = try WireCodec.decode(reply, descriptorCount: 0)
+                if message.kind == .limits { continue }
                 guard message.kind == .reply, message.id == NameStatus.ok.rawValue else {
                     throw BenchmarkError.system(operation: "register \(name): status \(message.id)", errno: 0)
                 }
-                return
+                oks += 1
+                continue
             }
             let count = buffer.withUnsafeMutableBytes { read(socket, $0.baseAddress, $0.count) }
             guard count > 0 else { throw BenchmarkError.lastSystemError("read register reply") }
@@ -539,5 +557,8 @@ private struct RawNameConnection {
         }
     }
 
-    func close() { Glibc.close(socket) }
+    func close() {
+        Glibc.close(socket)
+        if portEnd >= 0 { Glibc.close(portEnd) }
+    }
 }

@@ -19,7 +19,7 @@ extension NameBenchmarks {
                 return .init(
                     measure: {
                         try PortBenchmarks.medianMicroseconds(count) {
-                            let reply = try port.sendRequest(request)
+                            let reply = try port.request(request)
                             guard reply.bytes.count == callSize else { throw BenchmarkError.timedOut("a wrong reply") }
                         }
                     },

@@ -6,8 +6,11 @@ enum BenchmarkRegistry {
             LoopBenchmarks.self,
             ExecuteBenchmarks.self,
             PortBenchmarks.self,
+            TCPBenchmarks.self,
+            TLSBenchmarks.self,
             NameBenchmarks.self,
             ScaleBenchmarks.self,
+            ClusterBenchmarks.self,
         ]
     }
 

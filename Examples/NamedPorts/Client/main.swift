@@ -3,7 +3,8 @@
 //   named-port-client [NAME] [TEXT] [--address PATH]   (defaults: "example.greeter", "world")
 //
 // The client may start before the server: it gives the name server and then the name up
-// to 10 seconds each to appear (the lookup waits inside the name server, no polling).
+// to 10 seconds each to appear (the connect watches the address's directory, the lookup
+// waits inside the name server: no polling).
 // What comes back is a send port already connected to the server's port; the name server
 // is not in the path of the request.
 import Glibc
@@ -18,24 +19,11 @@ if let index = arguments.firstIndex(of: "--address"), index + 1 < arguments.coun
 let name = arguments.first ?? "example.greeter"
 let text = arguments.dropFirst().first ?? "world"
 
-/// Connects, giving a name server that is just starting up to `patience` to appear.
-func connect(to address: String?, patience: Duration) throws(NameServerError) -> NameServerClient {
-    let deadline = ContinuousClock.now + patience
-    while true {
-        do {
-            return try NameServerClient.connect(to: address)
-        } catch .serverUnavailable(let address, let reason) {
-            guard ContinuousClock.now < deadline else { throw .serverUnavailable(address: address, reason: reason) }
-            usleep(50_000)
-        }
-    }
-}
-
 do {
-    let names = try connect(to: address, patience: .seconds(10))
+    let names = try NameServerClient.connect(to: address, waitingForServer: .seconds(10))
     let owner = try names.owner(of: name, waitingUpTo: .seconds(10))
     let port = try names.lookup(name)
-    let reply = try port.sendRequest(Message(id: 1, text: text), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+    let reply = try port.request(Message(id: 1, text: text), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
     print("\(name) (pid \(owner.pid)) answered: \(reply.text)")
     port.invalidate()
 } catch NameServerError.serverUnavailable(let address, _) {

@@ -5,6 +5,8 @@
 // It uses the user's name server (the default address, or PATH). If none is running it
 // starts one inside this process, which then serves other processes too, for as long as
 // this one runs. Try it with the client beside it, or with `portname send NAME TEXT`.
+// Across a restart of `portnamed` it keeps serving: it prints the registration's states
+// (`server lost`, `registered again`) and exits if another process took the name meanwhile.
 import Glibc
 import NamedPortServer
 
@@ -17,8 +19,10 @@ if let index = arguments.firstIndex(of: "--address"), index + 1 < arguments.coun
 let name = arguments.first ?? "example.greeter"
 
 do {
-    let names = try NameServerClient.connect(to: address, startingServerIfNeeded: true)
+    // This thread's loop serves the port and watches the name server: if a `portnamed`
+    // serving us restarts, the client reconnects and registers the name again.
     let loop = ThreadLoop.current
+    let names = try NameServerClient.connect(to: address, startingServerIfNeeded: true, reconnectingOn: loop)
 
     // The port's handler runs on this thread's loop; what it returns is the reply.
     let port = ReceivePort()
@@ -27,7 +31,12 @@ do {
     }
 
     // The name is ours until this process ends (SIGKILL included) or we unregister it.
-    try names.register(name, port: port)
+    let registration = try names.register(name, port: port)
+    registration.onStateChange(on: loop) { state in
+        print("\(name): \(state)")
+        fflush(nil)
+        if state.isFinal { exit(1) }
+    }
     let host = names.serverPID == getpid() ? "a name server inside this process" : "the name server, pid \(names.serverPID)"
     print("serving \(name) through \(host) at \(names.address)")
     fflush(nil)

@@ -111,4 +111,19 @@ static inline void portkit_cpu_relax(void) {
 #endif
 }
 
+/// How many fault rules the System layer's test-only fault seam has armed (0: none, the
+/// usual case). Reached only through the two functions below.
+extern int portkit_fault_seam_rule_count;
+
+/// Whether a fault rule is armed: one relaxed load, all a wrapped system call pays when
+/// no test injects faults.
+static inline int portkit_fault_seam_armed(void) {
+    return __atomic_load_n(&portkit_fault_seam_rule_count, __ATOMIC_RELAXED);
+}
+
+/// Records how many fault rules are armed (called under the seam's lock).
+static inline void portkit_fault_seam_set_armed(int count) {
+    __atomic_store_n(&portkit_fault_seam_rule_count, count, __ATOMIC_RELAXED);
+}
+
 #endif

@@ -1,4 +1,5 @@
 import Glibc
+import PermanentThread
 import PortMessaging
 
 /// A connection to a name server: register ports under names, look names up, list and
@@ -11,35 +12,75 @@ import PortMessaging
 /// try names.register("db", port: port)                  // released when `names` closes or we die
 ///
 /// let db = try names.lookup("db", waitingUpTo: .seconds(5))   // a SendPort connected to the owner
-/// let reply = try db.sendRequest(request, sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
+/// let reply = try db.request(request, sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
 /// ```
 ///
 /// Names registered through a client belong to its connection: they are released when
 /// the client is closed or deinitialised, or its process dies (the kernel closes the
-/// socket, SIGKILL included). Every method may be called from any thread; the calls
-/// block until the server answers, for at most the client's `timeout` (plus any wait
-/// asked for). A client with no registered name reads its replies on the calling thread;
-/// from the first registration on, one I/O thread shared by the process's clients reads.
+/// socket, SIGKILL included), or when the registered port is invalidated. Every method may
+/// be called from any thread; the calls block until the server answers, for at most the
+/// client's `timeout` (plus any wait asked for). The client is a `SendPort` connected to
+/// the server's port: requests are PortMessaging requests, several may be in flight, and
+/// nothing reads the connection but the callers waiting for their replies.
+///
+/// A client connected with `reconnectingOn: loop` survives a restart of its server: it
+/// sees the connection close within one pass of `loop`, connects again with a bounded
+/// backoff (and as soon as the address's directory changes), registers its names again
+/// with the same ports and resumes its watches (docs/NAMES.md, "When the server
+/// restarts"). Calls made meanwhile fail at once with `serverUnavailable`.
 public final class NameServerClient: Sendable {
     /// The address connected to.
-    public var address: String { connection.address }
-    /// The server's process id, as it said when the client connected.
-    public let serverPID: Int32
+    public let address: String
     /// How long a call waits for the server's answer (beyond a wait it asked for).
     public let timeout: Duration
-    let connection: ClientConnection
-    /// The protocol version the server speaks (from 2 on it takes offer channels).
-    private let serverVersion: UInt64
+    /// Users besides this one and root whose server the client accepts, again on reconnect.
+    let trustedServerUsers: Set<UInt32>
+    /// The loop that watches the connection and reconnects; `nil`: the client does not
+    /// reconnect.
+    let supervisor: ThreadLoop?
+    /// The connection to the server's port, or why there is none.
+    let link: Locked<ServerLink>
+    /// The id of the next watch request (the server keys a connection's watches by it).
+    let nextWatchID = Locked<UInt64>(1)
+    /// The names registered through this client, with their ports, kept alive while their
+    /// names are held (a registered port that goes away takes its name with it).
+    let registrations = Locked<[String: NameRegistration]>([:])
+    /// The watches of a reconnecting client, resumed after a reconnection.
+    let watches = Locked<[ObjectIdentifier: WatchReference]>([:])
+    /// The reconnection's machinery, touched on the supervising loop's thread.
+    let reconnection = Locked(Reconnection())
 
-    private init(connection: ClientConnection, serverPID: Int32, serverVersion: UInt64, timeout: Duration) {
-        self.connection = connection
-        self.serverPID = serverPID
-        self.serverVersion = serverVersion
+    init(
+        address: String, connection: ServerConnection, timeout: Duration, trustedServerUsers: Set<UInt32>,
+        supervisor: ThreadLoop?
+    ) {
+        self.address = address
+        self.link = Locked(.connected(connection))
         self.timeout = timeout
+        self.trustedServerUsers = trustedServerUsers
+        self.supervisor = supervisor
     }
 
     deinit {
-        connection.close()
+        let link = link.withLock { link -> ServerLink in
+            defer { link = .closed(lastPID: link.serverPID) }
+            return link
+        }
+        if case .connected(let connection) = link { connection.port.invalidate() }
+        endReconnection()
+    }
+
+    /// The server's process id, as it said in its hello: the current server's, or while
+    /// reconnecting the last one's.
+    public var serverPID: Int32 { link.withLock { $0.serverPID } }
+
+    /// The connection to the server's port, replaced on reconnection; `nil` while
+    /// reconnecting or once closed.
+    var server: SendPort? {
+        link.withLock { link -> SendPort? in
+            if case .connected(let connection) = link { return connection.port }
+            return nil
+        }
     }
 
     /// Connects to the name server at `address` (the default address if `nil`).
@@ -53,59 +94,95 @@ public final class NameServerClient: Sendable {
     ///   - trustedServerUsers: users besides this one and root whose server the client
     ///     accepts. Any other server is refused before a byte is sent to it, as is a
     ///     default-address directory that such a user owns or that others may write to.
+    ///   - waitingForServer: how long to wait for a server to appear at the address when
+    ///     none answers yet (one that is starting up, or being restarted); `nil` does not
+    ///     wait. The wait watches the address's directory (inotify) and tries again when
+    ///     something appears there, rather than polling.
+    ///   - supervisor: a loop that watches the connection (it must run: the loop of
+    ///     the registered ports, say) and, when the server goes away, connects again and
+    ///     restores the client's names and watches (docs/NAMES.md, "When the server
+    ///     restarts"); `nil` (the default) does not reconnect: a lost server is
+    ///     `connectionLost` at the next call.
     /// - Throws: `serverUnavailable` (with the address and how to start a server),
     ///   `untrustedServer` (naming the address and the owner found), `permissionDenied`
     ///   (the server's policy refuses this user), `serverBusy` (the server is at its
     ///   connection limit or out of descriptors), `timedOut`, `protocolError` (not a
-    ///   PortKit name server).
+    ///   PortKit name server of this protocol version), `system` (the `reconnectingOn`
+    ///   loop has ended).
     public static func connect(
         to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
-        trustedServerUsers: Set<UInt32> = []
+        trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = nil, reconnectingOn supervisor: ThreadLoop? = nil
     ) throws(NameServerError) -> NameServerClient {
         let address = NameServerAddress.resolve(address)
-        do {
-            return try connectOnce(address, timeout: timeout, trustedServerUsers)
-        } catch {
-            guard case .serverUnavailable = error, startingServerIfNeeded else { throw error }
-        }
-        do {
-            _ = try NameServer.embedded(at: address)
-        } catch {
-            // Another process started one at the same moment: use that one.
-            guard case .addressInUse = error else { throw error }
-        }
-        return try connectOnce(address, timeout: timeout, trustedServerUsers)
+        let connection = try connection(
+            address, timeout: timeout, startingServerIfNeeded: startingServerIfNeeded,
+            trustedServerUsers: trustedServerUsers, waitingForServer: waitingForServer)
+        let client = NameServerClient(
+            address: address, connection: connection, timeout: timeout, trustedServerUsers: trustedServerUsers,
+            supervisor: supervisor)
+        try client.supervise(connection)
+        return client
     }
 
-    private static func connectOnce(
-        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
-    ) throws(NameServerError) -> NameServerClient {
-        let connection = try ClientConnection.open(address: address, timeout: timeout, trustedUsers: trustedServerUsers)
-        do throws(NameServerError) {
-            let deadline = ContinuousClock.now + timeout
-            func sayHello(_ version: UInt64) throws(NameServerError) -> IncomingFrame {
-                try connection.request(
-                    .hello, [NameField.integer(version)], deadline: deadline, describing: "the name server at \(address) to say hello")
+    // MARK: Requests
+
+    /// Sends one request and returns the ok reply's fields, or throws the error its status
+    /// stands for.
+    func request(
+        _ operation: NameOperation, _ fields: [MessageComponent], waiting wait: Duration = .zero, describing what: @autoclosure () -> String
+    ) throws(NameServerError) -> NameFieldReader {
+        try Self.request(operation, fields, on: try currentServer(), address: address, timeout: timeout + wait, describing: what())
+    }
+
+    /// Sends `call`'s request, as the async `request(_:)` does, blocking the thread.
+    func request(_ call: NameCall) throws(NameServerError) -> NameFieldReader {
+        try request(call.operation, call.fields, waiting: call.wait, describing: call.what)
+    }
+
+    /// The connection requests go on now.
+    /// - Throws: `serverUnavailable` while reconnecting, `connectionLost` once closed.
+    func currentServer() throws(NameServerError) -> SendPort {
+        try link.withLock { (link) throws(NameServerError) -> SendPort in
+            switch link {
+            case .connected(let connection): return connection.port
+            case .reconnecting: throw .serverUnavailable(address: address, reason: "the server went away; reconnecting")
+            case .closed: throw .connectionLost(address: address)
             }
-            let hello: IncomingFrame
-            do throws(NameServerError) {
-                hello = try sayHello(nameProtocolVersion)
-            } catch {
-                // A server of version 2 refuses version 3 and keeps the connection: ask for 2.
-                guard case .protocolError = error else { throw error }
-                hello = try sayHello(2)
-            }
-            var fields = NameFieldReader(hello.message.components)
-            let pid = try fields.pid()
-            _ = try fields.uid()
-            let version = try fields.integer()
-            return NameServerClient(connection: connection, serverPID: pid, serverVersion: version, timeout: timeout)
+        }
+    }
+
+    /// `request` on a given connection (the one a reconnection restores the client on).
+    static func request(
+        _ operation: NameOperation, _ fields: [MessageComponent], on server: SendPort, address: String, timeout: Duration,
+        describing what: @autoclosure () -> String
+    ) throws(NameServerError) -> NameFieldReader {
+        let reply: Message
+        do {
+            reply = try server.request(
+                Message(id: operation.rawValue, components: fields), sendTimeout: timeout, receiveTimeout: timeout)
         } catch {
-            connection.close()
-            if case .connectionLost = error {
-                throw .serverUnavailable(address: address, reason: "the server closed the connection (too many clients?)")
-            }
-            throw error
+            throw requestError(error, address: address, what: what())
+        }
+        return try okFields(of: reply, address: address)
+    }
+
+    /// The fields of an ok reply; the error any other reply stands for.
+    static func okFields(of reply: Message, address: String) throws(NameServerError) -> NameFieldReader {
+        guard reply.id == NameStatus.ok.rawValue else {
+            reply.discardAttachments()
+            throw NameReply.decode(status: reply.id, reply.components, address: address)
+        }
+        return NameFieldReader(reply.components)
+    }
+
+    /// What a failed request means for a name server client.
+    static func requestError(_ error: PortError, address: String, what: String) -> NameServerError {
+        switch error {
+        case .cancelled: return .cancelled
+        case .peerDied, .invalidPort, .noReply: return .connectionLost(address: address)
+        case .sendTimedOut, .receiveTimedOut: return .timedOut(operation: what)
+        case .system(let operation, let errno): return .system(operation: operation, errno: errno)
+        default: return .protocolError("\(what): \(error)")
         }
     }
 
@@ -117,52 +194,56 @@ public final class NameServerClient: Sendable {
     ///
     /// `port` should be scheduled on a loop (`ReceivePort.schedule`); brokered
     /// connections are adopted into it as they come.
-    /// - Throws: `nameTaken` (with the owner's pid), `invalidName`, `permissionDenied`,
-    ///   `limitExceeded`, `timedOut`, `connectionLost`.
-    public func register(_ name: String, port: ReceivePort) throws(NameServerError) {
-        try NameRules.validate(name)
-        try connection.addRegistration(name, port)
-        var fields = [NameField.string(name)]
-        var descriptors: [CInt] = []
-        if serverVersion >= 2, let channel = Self.offerChannel(into: port) {
-            fields.append(.port(index: 0))
-            descriptors.append(channel.rawValue)
-        }
-        do {
-            _ = try connection.request(
-                .register, fields, descriptors: descriptors, deadline: .now + timeout, describing: "registering '\(name)'")
-        } catch {
-            connection.removeRegistration(name, port)
-            throw error
-        }
+    ///
+    /// At a server that is a node of a cluster, `.cluster` scope publishes the name in the
+    /// cluster's directory, unique across the nodes and looked up from any of them; `.host`
+    /// (the default) keeps it on this host. A single host's server treats both alike.
+    /// - Parameters:
+    ///   - name: the name.
+    ///   - port: the port lookups of it connect to.
+    ///   - scope: how far the name reaches.
+    /// - Returns: the registration, whose `state` says whether the name is still held
+    ///   (a reconnecting client registers it again after a server restart).
+    /// - Throws: `nameTaken` (with the owner's pid), `nameTakenElsewhere` (a cluster name
+    ///   another node holds), `invalidName`, `permissionDenied`, `limitExceeded`,
+    ///   `timedOut`, `connectionLost`, `serverUnavailable` (while reconnecting).
+    @discardableResult
+    public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) throws(NameServerError) -> NameRegistration {
+        _ = try request(try NameCall.register(name, port, scope: scope))
+        return recordRegistration(name, port, scope)
     }
 
-    /// A new connection into `port` whose other end, returned, goes to the server: the
-    /// server sends the connections it brokers for the name through it, and the port adopts
-    /// each on its own loop, with no thread of this client in between. `nil` when no
-    /// socket pair can be made or the port refuses it (invalidated): the server then offers
-    /// over this client's connection, as to a version 1 client.
-    private static func offerChannel(into port: ReceivePort) -> FileDescriptor? {
-        guard let (portEnd, serverEnd) = try? FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: true) else {
-            return nil
-        }
-        do {
-            try port.adoptConnection(portEnd)  // takes the end even when it refuses it
-        } catch {
-            try? serverEnd.close()
-            return nil
-        }
-        return serverEnd
+    /// Keeps the registration of a name the server accepted.
+    func recordRegistration(_ name: String, _ port: ReceivePort, _ scope: NameScope) -> NameRegistration {
+        let registration = NameRegistration(name: name, port: port, scope: scope)
+        registrations.withLock { $0[name] = registration }
+        return registration
     }
 
     /// Releases a name this client registered. Connections already made to its port stay.
+    /// While a reconnecting client is away from its server, the name is only forgotten
+    /// (it is not registered again).
     /// - Throws: `notFound`, `notOwner` (another connection holds it), `invalidName`,
     ///   `timedOut`, `connectionLost`.
     public func unregister(_ name: String) throws(NameServerError) {
-        try NameRules.validate(name)
-        _ = try connection.request(
-            .unregister, [NameField.string(name)], deadline: .now + timeout, describing: "releasing '\(name)'")
-        connection.removeRegistrations(named: name)
+        let call = try NameCall.unregister(name)
+        if forgetWhileAway(name) { return }
+        _ = try request(call)
+        released(name)
+    }
+
+    /// While a reconnecting client is away from its server, a name it releases is only
+    /// forgotten; whether it was.
+    func forgetWhileAway(_ name: String) -> Bool {
+        let away = link.withLock { if case .reconnecting = $0 { true } else { false } }
+        guard away, let registration = registrations.withLock({ $0.removeValue(forKey: name) }) else { return false }
+        registration.move(to: .released)
+        return true
+    }
+
+    /// Forgets the registration of a name the server released.
+    func released(_ name: String) {
+        registrations.withLock { $0.removeValue(forKey: name) }?.move(to: .released)
     }
 
     /// Looks `name` up and returns a send port already connected to its owner's port.
@@ -175,44 +256,26 @@ public final class NameServerClient: Sendable {
     ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `serverBusy`,
     ///   `connectionLost`.
     public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> SendPort {
-        let reply = try lookup(.lookup, name, wait)
-        var fields = NameFieldReader(reply.message.components)
-        do throws(NameServerError) {
-            _ = try fields.owner(named: name)
-            guard try fields.port() == 0, reply.descriptors.count == 1 else {
-                throw .protocolError("a lookup reply without its connection")
-            }
-        } catch {
-            closeDescriptors(reply.descriptors)
-            throw error
-        }
-        return SendPort(adoptingSocket: FileDescriptor(rawValue: reply.descriptors[0]))
+        var fields = try lookup(.lookup, name, wait)
+        _ = try fields.owner(named: name)
+        return try fields.port()
     }
 
     /// Who holds `name`, without connecting to it; waits for the name like `lookup`.
     /// - Throws: as `lookup`.
     public func owner(of name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> NameOwner {
-        let reply = try lookup(.owner, name, wait)
-        closeDescriptors(reply.descriptors)
-        var fields = NameFieldReader(reply.message.components)
+        var fields = try lookup(.owner, name, wait)
         return try fields.owner(named: name)
     }
 
-    private func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> IncomingFrame {
-        try NameRules.validate(name)
-        let wait = max(wait ?? .zero, .zero)
-        let milliseconds = UInt64(min((wait / .milliseconds(1)).rounded(.up), Double(maxLookupWaitMilliseconds)))
-        return try connection.request(
-            operation, [NameField.string(name), NameField.integer(milliseconds)],
-            deadline: .now + wait + timeout, describing: "looking up '\(name)'")
+    private func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> NameFieldReader {
+        try request(try NameCall.lookup(operation, name, wait))
     }
 
     /// Every registered name with its owner, sorted by name.
     /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
     public func list() throws(NameServerError) -> [NameOwner] {
-        let reply = try connection.request(.list, [], deadline: .now + timeout, describing: "listing names")
-        closeDescriptors(reply.descriptors)
-        var fields = NameFieldReader(reply.message.components)
+        var fields = try request(NameCall.list)
         return try fields.owners()
     }
 
@@ -233,43 +296,92 @@ public final class NameServerClient: Sendable {
     }
 
     private func startWatch(_ text: String, exact: Bool) throws(NameServerError) -> NameWatch {
-        let id = try connection.addWatch()
-        let reply: IncomingFrame
-        do {
-            reply = try connection.request(
-                .watch, [NameField.integer(id), NameField.string(text), NameField.integer(exact ? 1 : 0)],
-                deadline: .now + timeout, describing: "watching '\(text)'")
+        // The events arrive at a port of the watch's own, on this thread's loop; they queue
+        // there from the first one on, behind the snapshot the reply carries.
+        let (id, events) = try makeWatch(text, exact: exact, on: nil)
+        do throws(NameServerError) {
+            var fields = try request(.watch, Self.watchFields(id, events), describing: "watching '\(text)'")
+            return try watchStarted(events, owners: try fields.owners())
         } catch {
-            connection.removeWatch(id)
+            events.end()
             throw error
         }
-        closeDescriptors(reply.descriptors)
-        var fields = NameFieldReader(reply.message.components)
-        let owners: [NameOwner]
-        do {
-            owners = try fields.owners()
+    }
+
+    /// `startWatch` for a task: its port on `loop`.
+    func startWatch(_ text: String, exact: Bool, on loop: ThreadLoop) async throws(NameServerError) -> NameWatch {
+        let (id, events) = try makeWatch(text, exact: exact, on: loop)
+        do throws(NameServerError) {
+            let call = NameCall(operation: .watch, fields: Self.watchFields(id, events), what: "watching '\(text)'")
+            var fields = try await request(call)
+            return try watchStarted(events, owners: try fields.owners())
         } catch {
-            connection.removeWatch(id)
+            events.end()
             throw error
         }
-        let connection = self.connection
-        let timeout = self.timeout
-        return NameWatch(prefix: text, exact: exact, initialOwners: owners, id: id, connection: connection, timeout: timeout)
+    }
+
+    /// A new watch's id and receiving side, its port on `loop` (`nil`: this thread's).
+    private func makeWatch(_ text: String, exact: Bool, on loop: ThreadLoop?) throws(NameServerError) -> (UInt64, WatchEvents) {
+        (makeWatchID(), try WatchEvents(address: address, text: text, exact: exact, client: supervisor == nil ? nil : self, loop: loop))
+    }
+
+    /// The watch, once the server answered with the owners now.
+    private func watchStarted(_ events: WatchEvents, owners: [NameOwner]) throws(NameServerError) -> NameWatch {
+        events.resumed(generation: 0, owners: owners)
+        if supervisor != nil {
+            watches.withLock { watches in
+                watches = watches.filter { $0.value.events != nil }
+                watches[ObjectIdentifier(events)] = WatchReference(events: events)
+            }
+        }
+        return NameWatch(prefix: events.text, exact: events.exact, initialOwners: owners, events: events)
+    }
+
+    /// A watch request's fields: its id, what it watches, and its events' current port.
+    static func watchFields(_ id: UInt64, _ events: WatchEvents) -> [MessageComponent] {
+        [NameField.integer(id), NameField.string(events.text), NameField.integer(events.exact ? 1 : 0), .port(events.port.makeSendPort())]
+    }
+
+    /// A new watch id of this client.
+    func makeWatchID() -> UInt64 {
+        nextWatchID.withLock { id -> UInt64 in
+            defer { id += 1 }
+            return id
+        }
     }
 
     // MARK: The connection
 
     /// Closes the connection: the server releases this client's names at once, its
-    /// watches end, and later calls throw `connectionLost`. Connections already made to
-    /// or from its ports stay. Safe to call more than once.
+    /// watches end, its registrations are `released`, a reconnection stops, and later
+    /// calls throw `connectionLost`. Connections already made to or from its ports stay.
+    /// Safe to call more than once.
     public func close() {
-        connection.close()
+        let link = link.withLock { link -> ServerLink in
+            defer { link = .closed(lastPID: link.serverPID) }
+            return link
+        }
+        if case .connected(let connection) = link { connection.port.invalidate() }
+        for registration in registrations.withLock({ registrations in
+            defer { registrations = [:] }
+            return registrations.values
+        }) {
+            registration.move(to: .released)
+        }
+        for watch in watches.withLock({ watches in
+            defer { watches = [:] }
+            return watches.values.compactMap(\.events)
+        }) {
+            watch.fail(.connectionLost(address: address))
+        }
+        endReconnection()
     }
 
-    /// Whether the connection is still up as far as this client knows: false once closed,
-    /// or once the server is seen gone (at once while a name is registered, otherwise at
-    /// the next call or `NameWatch.next`).
-    public var isConnected: Bool { connection.endError == nil }
+    /// Whether the connection is up as far as this client knows: false once closed,
+    /// while reconnecting, or once the server is seen gone (at the next call, or within a
+    /// pass of the supervising loop).
+    public var isConnected: Bool { server?.isValid ?? false }
 }
 
 extension NameFieldReader {

@@ -4,7 +4,7 @@ import PermanentThread
 /// Whom a client accepts as its name server, checked before it sends a byte.
 ///
 /// In `/tmp` another user can make the default directory first and listen there; it would
-/// then read what the client sends and be handed the offer channels of its ports. So a
+/// then read what the client sends and be handed connections into its ports. So a
 /// client refuses (`untrustedServer`):
 /// - a default-address directory (`NameServerAddress.defaultDirectory`) that is not a real
 ///   directory, or is owned by another user than this one, root or a trusted user, or that
@@ -52,14 +52,9 @@ struct ServerTrust {
         }
     }
 
-    /// Checks who listens on the connected `socket`.
-    func checkServer(on socket: FileDescriptor) throws(NameServerError) {
-        let uid: UInt32
-        do {
-            uid = UInt32(try socket.peerCredentials().uid)
-        } catch {
-            throw .system(operation: "SO_PEERCRED of \(address)", errno: error.rawValue)
-        }
+    /// Checks who listens at the address: `uid` is the listening process's user
+    /// (SO_PEERCRED of the connection).
+    func checkServer(uid: UInt32) throws(NameServerError) {
         guard trusts(uid) else {
             throw .untrustedServer(
                 address: address, ownerUID: uid,

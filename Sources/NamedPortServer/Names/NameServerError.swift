@@ -5,6 +5,8 @@ import PermanentThread
 public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The name is registered already; `ownerPID` is the process that holds it.
     case nameTaken(name: String, ownerPID: Int32)
+    /// Another node of the cluster holds the name: process `ownerPID` on node `node`.
+    case nameTakenElsewhere(name: String, node: String, ownerPID: Int32)
     /// No port is registered under the name.
     case notFound(name: String)
     /// The operation did not finish in time (`lookup` waiting for a name, a reply from the
@@ -38,6 +40,9 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     case serverBusy(address: String, reason: String)
     /// A system call failed.
     case system(operation: String, errno: Int32)
+    /// The task awaiting an async call was cancelled: the wait ended at once, and a late
+    /// answer is dropped (a lookup's port is closed).
+    case cancelled
 
     /// Why a name is refused.
     public enum InvalidNameReason: Hashable, Sendable, CustomStringConvertible {
@@ -73,6 +78,8 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
         switch self {
         case .nameTaken(let name, let pid):
             return "name '\(name)' is taken by process \(pid)"
+        case .nameTakenElsewhere(let name, let node, let pid):
+            return "name '\(name)' is taken by process \(pid) on node \(node)"
         case .notFound(let name):
             return "no port is registered as '\(name)'"
         case .timedOut(let operation):
@@ -99,6 +106,8 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "not trusting the name server at \(address): \(reason) (owner uid \(owner))"
         case .serverBusy(let address, let reason):
             return "the name server at \(address) is busy: \(reason); try again later"
+        case .cancelled:
+            return "the waiting task was cancelled"
         }
     }
 }

@@ -1,39 +1,32 @@
+import Glibc
 import PortMessaging
 
-// The name protocol (docs/NAMES.md): PortKit wire frames (docs/WIRE.md) over a
-// SOCK_STREAM Unix socket. A request's id is the operation, its sequence is chosen by the
-// client; the reply carries the same sequence and a status as its id. The server's own
-// messages (a connection for a registered name, watch events) are one-way frames. Every
-// field is one bytes component: a string as UTF-8, an integer as 8 bytes little-endian.
-// A brokered connection travels as a port component (SCM_RIGHTS).
+// The name protocol (docs/NAMES.md), version 4: PortMessaging requests to the server's
+// listening port. A request's message id is the operation; the reply's id is a status.
+// Every field is one component: a string as its UTF-8 bytes, an integer as 8 bytes little
+// endian, a list of owners packed into one bytes component, a port as a port component
+// (PortMessaging brokers it). Watch events are one-way messages to the port the watcher
+// passed with its watch.
 
-/// The protocol version the hello exchange carries. Version 2 adds the offer channel of a
-/// registration, version 3 replies in parts (`more`) and the `busy` status (docs/NAMES.md);
-/// a server serves every older version too.
-let nameProtocolVersion: UInt64 = 3
+/// The protocol version the hello exchange carries.
+let nameProtocolVersion: UInt64 = 4
 
-/// The first version whose clients take a reply in parts and the `busy` status.
-let partedRepliesVersion: UInt64 = 3
-
-/// The oldest version a server still serves.
-let oldestNameProtocolVersion: UInt64 = 1
-
-/// What a request asks for: the id of a `.request` frame.
+/// What a request asks for: the id of a request message.
 package enum NameOperation: UInt32, Sendable {
     /// [version] → ok [server pid, server uid, version]
     case hello = 1
-    /// [name, offer channel (port, optional, version 2)] → ok []
+    /// [name, port] → ok []
     case register = 2
     /// [name] → ok []
     case unregister = 3
-    /// [name, wait ms] → ok [pid, uid, port]; the owner gets the other end as an offer.
+    /// [name, wait ms] → ok [pid, uid, port]: a connection to the owner's port.
     case lookup = 4
     /// [name, wait ms] → ok [pid, uid]; no connection is made.
     case owner = 5
-    /// [] → ok [name, pid, uid]…
+    /// [] → ok [owners]
     case list = 6
-    /// [watch id, prefix or name, exact (0: prefix, 1: the name only)] → ok [name, pid, uid]…
-    /// (the current owners); events follow.
+    /// [watch id, prefix or name, exact (0: prefix, 1: the name only), port] → ok [owners]
+    /// (the current owners); events follow, to the port.
     case watch = 7
     /// [watch id] → ok []
     case unwatch = 8
@@ -42,27 +35,20 @@ package enum NameOperation: UInt32, Sendable {
     case status = 9
 }
 
-/// What the server tells a client unasked: the id of a `.message` frame.
+/// What a watch's port receives: the id of a one-way message, fields [name, pid, uid].
 enum NameNotice: UInt32, Sendable {
-    /// [name, port]: a new connection to the port registered as name; adopt it.
-    case connectionOffer = 100
-    /// [watch id, name, pid, uid]
     case appeared = 101
-    /// [watch id, name, pid, uid]
     case vanished = 102
-    /// [status, the fields of that status's reply]: why the server closes the connection,
-    /// sent just before it does (a user the policy refuses, a server out of resources).
-    case closing = 103
 }
 
-/// How a request went: the id of a `.reply` frame.
+/// How a request went: the id of a reply.
 package enum NameStatus: UInt32, Sendable {
     case ok = 0
     /// [name, owner pid]
     case nameTaken = 1
     /// [name]
     case notFound = 2
-    /// [name]
+    /// [what waited]
     case timedOut = 3
     /// [reason]
     case permissionDenied = 4
@@ -74,98 +60,60 @@ package enum NameStatus: UInt32, Sendable {
     case limitExceeded = 7
     /// [detail]
     case badRequest = 8
-    /// [part of the ok fields] (version 3): the reply goes on in the next frame of the
-    /// same sequence; the client joins the parts' fields in order.
-    case more = 9
-    /// [reason] (version 3): out of resources; older clients get `badRequest`.
+    /// [reason]: out of resources.
     case busy = 10
+    /// [name, node, owner pid]: another node of the cluster holds the name.
+    case takenElsewhere = 11
 }
 
-/// What a server reads from a client: every request is a few hundred bytes at most (a
-/// register: a 255-byte name and an offer channel), so a frame is refused at its header
-/// past 4 KiB, and its body is never buffered.
-let requestLimits = WireLimits(maxFrameBytes: 4096, maxComponents: 16, maxDescriptors: 1)
-
-/// The most fields and bytes one reply frame carries; a longer reply (a `list` or a watch
-/// snapshot of many names) goes in parts (`more`) to a version 3 client.
-let maxReplyPartComponents = WireLimits.default.maxComponents
-let maxReplyPartBytes = 64 * 1024
-
-/// The fields of an ok reply cut into frames' worth, in order (one part at least).
-func replyParts(_ components: [WireComponent]) -> [[WireComponent]] {
-    var parts: [[WireComponent]] = []
-    var current: [WireComponent] = []
-    var bytes = 0
-    for component in components {
-        // A component's encoded size: its 5-byte header and, for bytes, the payload.
-        let size = 5 + (component.byteCount ?? 0)
-        if !current.isEmpty && (current.count == maxReplyPartComponents || bytes + size > maxReplyPartBytes) {
-            parts.append(current)
-            current = []
-            bytes = 0
-        }
-        current.append(component)
-        bytes += size
-    }
-    parts.append(current)
-    return parts
-}
-
-extension WireComponent {
-    /// The payload length of a bytes component; `nil` for a port or a descriptor.
-    var byteCount: Int? {
-        if case .bytes(let bytes) = self { return bytes.count }
-        return nil
-    }
-}
+/// The largest request a server takes: a register of a 255-byte name is about 300 bytes.
+/// Its port refuses a larger one at its header, and says so to every client as it
+/// connects, so that a client refuses it itself (`messageTooLarge`).
+let maxRequestBytes = 4096
 
 /// The longest a lookup may wait for a name, whatever the client asks (one day).
 let maxLookupWaitMilliseconds: UInt64 = 86_400_000
 
-/// One frame ready to be written, with the descriptors that go beside it (SCM_RIGHTS),
-/// which the writer owns until they are sent and then closes.
-struct OutgoingFrame {
-    var bytes: [UInt8]
-    var descriptors: [CInt]
-}
-
-/// One received frame, decoded, with the descriptors that came with it (the receiver
-/// owns them).
-struct IncomingFrame {
-    var message: WireMessage
-    var descriptors: [CInt]
-}
-
 /// Building fields.
 enum NameField {
-    static func string(_ value: String) -> WireComponent { .bytes(Array(value.utf8)) }
+    static func string(_ value: String) -> MessageComponent { .data(Array(value.utf8)) }
 
-    static func integer(_ value: UInt64) -> WireComponent {
-        .bytes(withUnsafeBytes(of: value.littleEndian) { Array($0) })
+    static func integer(_ value: UInt64) -> MessageComponent {
+        .data(withUnsafeBytes(of: value.littleEndian) { Array($0) })
     }
 
-    static func integer(_ value: Int32) -> WireComponent { integer(UInt64(UInt32(bitPattern: value))) }
-    static func integer(_ value: UInt32) -> WireComponent { integer(UInt64(value)) }
-    static func integer(_ value: Int) -> WireComponent { integer(UInt64(clamping: value)) }
+    static func integer(_ value: Int32) -> MessageComponent { integer(UInt64(UInt32(bitPattern: value))) }
+    static func integer(_ value: UInt32) -> MessageComponent { integer(UInt64(value)) }
+    static func integer(_ value: Int) -> MessageComponent { integer(UInt64(clamping: value)) }
 
-    /// The three fields of an owner record.
-    static func owner(_ owner: NameOwner) -> [WireComponent] {
-        [string(owner.name), integer(owner.pid), integer(owner.uid)]
+    /// Owners packed into one field: per owner its name's length (one byte: names are at
+    /// most 255 bytes), the name, the pid and the uid (4 bytes little endian each).
+    static func owners(_ owners: [NameOwner]) -> MessageComponent {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(owners.reduce(0) { $0 + 9 + $1.name.utf8.count })
+        for owner in owners {
+            let name = owner.name.utf8.prefix(NameRules.maxNameBytes)
+            bytes.append(UInt8(name.count))
+            bytes.append(contentsOf: name)
+            withUnsafeBytes(of: UInt32(bitPattern: owner.pid).littleEndian) { bytes.append(contentsOf: $0) }
+            withUnsafeBytes(of: owner.uid.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+        return .data(bytes)
     }
 }
 
 /// Reading fields in order; every read fails with a protocol error rather than trapping.
 struct NameFieldReader {
-    private let components: [WireComponent]
+    private let components: [MessageComponent]
     private var index = 0
 
-    init(_ components: [WireComponent]) { self.components = components }
+    init(_ components: [MessageComponent]) { self.components = components }
 
     /// Whether every field has been read.
     var atEnd: Bool { index == components.count }
 
     mutating func bytes() throws(NameServerError) -> [UInt8] {
-        guard index < components.count, case .bytes(let bytes) = components[index] else {
+        guard index < components.count, case .data(let bytes) = components[index] else {
             throw .protocolError("field \(index): bytes expected")
         }
         index += 1
@@ -181,71 +129,88 @@ struct NameFieldReader {
     mutating func integer() throws(NameServerError) -> UInt64 {
         let raw = try bytes()
         guard raw.count == 8 else { throw .protocolError("field \(index - 1): 8-byte integer expected, got \(raw.count)") }
-        var value: UInt64 = 0
-        for (shift, byte) in raw.enumerated() { value |= UInt64(byte) << (8 * UInt64(shift)) }
-        return value
+        return Self.littleEndian(raw[...])
     }
 
     mutating func pid() throws(NameServerError) -> Int32 { Int32(bitPattern: UInt32(truncatingIfNeeded: try integer())) }
     mutating func uid() throws(NameServerError) -> UInt32 { UInt32(truncatingIfNeeded: try integer()) }
 
-    /// The descriptor index of a port component.
-    mutating func port() throws(NameServerError) -> Int {
-        guard index < components.count, case .port(let descriptorIndex) = components[index] else {
+    /// A port component.
+    mutating func port() throws(NameServerError) -> SendPort {
+        guard index < components.count, case .port(let port) = components[index] else {
             throw .protocolError("field \(index): port expected")
         }
         index += 1
-        return descriptorIndex
+        return port
     }
 
-    mutating func owner() throws(NameServerError) -> NameOwner {
-        NameOwner(name: try string(), pid: try pid(), uid: try uid())
-    }
-
-    /// Every remaining field, read as owner records.
+    /// A packed list of owners (`NameField.owners`).
     mutating func owners() throws(NameServerError) -> [NameOwner] {
+        let raw = try bytes()
         var owners: [NameOwner] = []
-        while !atEnd { owners.append(try owner()) }
+        var at = raw.startIndex
+        while at < raw.endIndex {
+            let length = Int(raw[at])
+            let end = at + 1 + length + 8
+            guard end <= raw.endIndex, let name = String(validating: raw[(at + 1)..<(at + 1 + length)], as: UTF8.self) else {
+                throw .protocolError("field \(index - 1): a malformed list of owners")
+            }
+            let pid = Int32(bitPattern: UInt32(truncatingIfNeeded: Self.littleEndian(raw[(end - 8)..<(end - 4)])))
+            let uid = UInt32(truncatingIfNeeded: Self.littleEndian(raw[(end - 4)..<end]))
+            owners.append(NameOwner(name: name, pid: pid, uid: uid))
+            at = end
+        }
         return owners
+    }
+
+    private static func littleEndian(_ bytes: ArraySlice<UInt8>) -> UInt64 {
+        var value: UInt64 = 0
+        for (shift, byte) in bytes.enumerated() { value |= UInt64(byte) << (8 * UInt64(shift)) }
+        return value
     }
 }
 
 /// Errors to and from reply statuses, in one place for both sides.
 enum NameReply {
-    /// The status and fields that carry `error` to a client of protocol `version`.
-    static func encode(_ error: NameServerError, version: UInt64 = nameProtocolVersion) -> (NameStatus, [WireComponent]) {
+    /// The reply that carries `error` to a client.
+    static func encode(_ error: NameServerError) -> Message {
         typealias F = NameField
-        switch error {
-        case .nameTaken(let name, let pid): return (.nameTaken, [F.string(name), F.integer(pid)])
-        case .notFound(let name): return (.notFound, [F.string(name)])
-        case .timedOut(let operation): return (.timedOut, [F.string(operation)])
-        case .permissionDenied(let reason): return (.permissionDenied, [F.string(reason)])
-        case .invalidName(let name, let reason):
-            let (code, bytes): (UInt64, Int) = switch reason {
-            case .empty: (0, 0)
-            case .tooLong(let bytes): (1, bytes)
-            case .controlCharacter: (2, 0)
-            case .slash: (3, 0)
-            case .notUTF8: (4, 0)
-            case .whitespace: (5, 0)
-            }
-            return (.invalidName, [.bytes(Array(name.utf8.prefix(NameRules.maxNameBytes + 1))), F.integer(code), F.integer(bytes)])
-        case .notOwner(let name, let pid): return (.notOwner, [F.string(name), F.integer(pid)])
-        case .limitExceeded(let what, let limit): return (.limitExceeded, [F.string(what), F.integer(limit)])
-        case .protocolError(let detail): return (.badRequest, [F.string(detail)])
-        case .serverBusy(_, let reason) where version >= partedRepliesVersion: return (.busy, [F.string(reason)])
-        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .serverBusy:
-            return (.badRequest, [F.string(error.description)])
+        let (status, fields): (NameStatus, [MessageComponent]) = switch error {
+        case .nameTaken(let name, let pid): (.nameTaken, [F.string(name), F.integer(pid)])
+        case .nameTakenElsewhere(let name, let node, let pid): (.takenElsewhere, [F.string(name), F.string(node), F.integer(pid)])
+        case .notFound(let name): (.notFound, [F.string(name)])
+        case .timedOut(let operation): (.timedOut, [F.string(operation)])
+        case .permissionDenied(let reason): (.permissionDenied, [F.string(reason)])
+        case .invalidName(let name, let reason): (.invalidName, invalidNameFields(name, reason))
+        case .notOwner(let name, let pid): (.notOwner, [F.string(name), F.integer(pid)])
+        case .limitExceeded(let what, let limit): (.limitExceeded, [F.string(what), F.integer(limit)])
+        case .protocolError(let detail): (.badRequest, [F.string(detail)])
+        case .serverBusy(_, let reason): (.busy, [F.string(reason)])
+        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled:
+            (.badRequest, [F.string(error.description)])
         }
+        return Message(id: status.rawValue, components: fields)
+    }
+
+    private static func invalidNameFields(_ name: String, _ reason: NameServerError.InvalidNameReason) -> [MessageComponent] {
+        let (code, bytes): (UInt64, Int) = switch reason {
+        case .empty: (0, 0)
+        case .tooLong(let bytes): (1, bytes)
+        case .controlCharacter: (2, 0)
+        case .slash: (3, 0)
+        case .notUTF8: (4, 0)
+        case .whitespace: (5, 0)
+        }
+        return [.data(Array(name.utf8.prefix(NameRules.maxNameBytes + 1))), NameField.integer(code), NameField.integer(bytes)]
     }
 
     /// The error a non-ok reply from the server at `address` stands for.
-    static func decode(status rawStatus: UInt32, _ components: [WireComponent], address: String) -> NameServerError {
+    static func decode(status rawStatus: UInt32, _ components: [MessageComponent], address: String) -> NameServerError {
         guard let status = NameStatus(rawValue: rawStatus) else { return .protocolError("unknown status \(rawStatus)") }
         var fields = NameFieldReader(components)
         do throws(NameServerError) {
             switch status {
-            case .ok, .more: return .protocolError("an ok reply is not an error")
+            case .ok: return .protocolError("an ok reply is not an error")
             case .nameTaken: return .nameTaken(name: try fields.string(), ownerPID: try fields.pid())
             case .notFound: return .notFound(name: try fields.string())
             case .timedOut: return .timedOut(operation: try fields.string())
@@ -267,6 +232,8 @@ enum NameReply {
             case .limitExceeded: return .limitExceeded(what: try fields.string(), limit: Int(clamping: try fields.integer()))
             case .badRequest: return .protocolError("the server refused the request: \(try fields.string())")
             case .busy: return .serverBusy(address: address, reason: try fields.string())
+            case .takenElsewhere:
+                return .nameTakenElsewhere(name: try fields.string(), node: try fields.string(), ownerPID: try fields.pid())
             }
         } catch {
             return error
@@ -274,13 +241,17 @@ enum NameReply {
     }
 }
 
-extension WireMessage {
-    /// Encodes a frame whose port and descriptor components refer to `descriptors` in order.
-    func frame(with descriptors: [CInt] = []) throws(NameServerError) -> OutgoingFrame {
-        do {
-            return OutgoingFrame(bytes: try WireCodec.encode(self), descriptors: descriptors)
-        } catch {
-            throw .protocolError("cannot encode a frame: \(error)")
+extension Message {
+    /// Closes what a message carries that its receiver will not keep: its descriptors, and
+    /// the connections of its ports.
+    func discardAttachments() {
+        for component in components {
+            switch component {
+            case .data: break
+            case .port(let port): port.invalidate()
+            case .descriptor(let fd): try? FileDescriptor(rawValue: fd).close()
+            }
         }
+        replyPort?.invalidate()
     }
 }

@@ -1,8 +1,9 @@
 import Glibc
 import PermanentThread
+import PortMessaging
 
-/// A name server for processes: a registry of port names on a thread of its own, reached
-/// through a Unix-domain socket.
+/// A name server for processes: a registry of port names on a thread of its own, served
+/// by a `ReceivePort` listening at a Unix-domain socket path.
 ///
 /// Start one inside any process with one call, or run the `portnamed` executable; clients
 /// (`NameServerClient`, the `portname` command) find it at the same address either way.
@@ -15,9 +16,9 @@ import PermanentThread
 ///
 /// A name belongs to the connection that registered it and is released the moment that
 /// connection closes, which the kernel does when the owner's process dies, SIGKILL
-/// included. A lookup does not hand out an address: the server makes a fresh socket pair,
-/// gives one end to the owner (whose client adopts it into the registered `ReceivePort`)
-/// and the other to the looking-up client as a connected `SendPort`.
+/// included, or the moment the registered port dies. A lookup does not hand out an
+/// address: the reply carries the owner's port, and PortMessaging makes a fresh
+/// connection into it for the looking-up client, as when any `SendPort` travels.
 ///
 /// By default only the server's own user may use it (SO_PEERCRED), the socket file is
 /// `0600` and the default directory `0700`; `NameServerPolicy` changes that and the
@@ -28,23 +29,35 @@ public final class NameServer: Sendable {
     /// The policy it enforces.
     public let policy: NameServerPolicy
     private let thread: PermanentThread
-    private let core: NameServerCore
+    private let service: NameService
+    private let listener: ServerListener
     private let stopped = Locked(false)
 
-    private init(listener: ServerListener, policy: NameServerPolicy, events: NameServerEventHandler?) throws(NameServerError) {
+    /// Starts the server's thread, makes its port listen (`listen`), and serves.
+    private init(
+        policy: NameServerPolicy, events: NameServerEventHandler?, directory: (any NameDirectory)?,
+        listen: (ReceivePort) throws(NameServerError) -> ServerListener
+    ) throws(NameServerError) {
+        // Requests are small: a larger one is refused at its header, and every client is
+        // told the limit as it connects.
+        let port = ReceivePort(maxMessageBytes: maxRequestBytes, maxQueuedBytes: policy.maxQueuedBytesPerConnection)
+        let listener = try listen(port)
         let thread = PermanentThread(name: "portkit.names")
         let loop: ThreadLoop
         do {
             try thread.run()
             loop = thread.loop!  // set once `run()` returns
         } catch {
+            port.invalidate()
             listener.close()
             throw .system(operation: "start the name server's thread: \(error)", errno: EAGAIN)
         }
-        let core = NameServerCore(loop: loop, listener: listener, policy: policy, events: events)
+        let service = NameService(
+            loop: loop, port: port, address: listener.address, policy: policy, events: events, directory: directory)
         do {
-            try core.start()
+            try service.start()
         } catch {
+            port.invalidate()
             listener.close()
             thread.stop()
             throw error
@@ -52,7 +65,8 @@ public final class NameServer: Sendable {
         self.address = listener.address
         self.policy = policy
         self.thread = thread
-        self.core = core
+        self.service = service
+        self.listener = listener
     }
 
     deinit {
@@ -68,13 +82,18 @@ public final class NameServer: Sendable {
     ///   - address: the socket path; `nil` for `NameServerAddress.default`.
     ///   - policy: who may use the server and the limits.
     ///   - events: called on the server's thread with each `NameServerEvent`; `nil` for none.
+    ///   - directory: for a cluster's node, who holds a name on another node: such a name
+    ///     is refused with `nameTakenElsewhere`; `nil` (the default) for a single host.
     /// - Throws: `addressInUse` when a live server listens there, `permissionDenied` when
     ///   the default directory is not private to this user, `system` for other failures.
     public static func start(
-        at address: String? = nil, policy: NameServerPolicy = NameServerPolicy(), events: NameServerEventHandler? = nil
+        at address: String? = nil, policy: NameServerPolicy = NameServerPolicy(), events: NameServerEventHandler? = nil,
+        directory: (any NameDirectory)? = nil
     ) throws(NameServerError) -> NameServer {
-        let listener = try ServerListener.bind(at: NameServerAddress.resolve(address), policy: policy)
-        return try NameServer(listener: listener, policy: policy, events: events)
+        let address = NameServerAddress.resolve(address)
+        return try NameServer(policy: policy, events: events, directory: directory) { (port) throws(NameServerError) in
+            try ServerListener.listen(port, at: address, policy: policy)
+        }
     }
 
     /// Starts a name server on a listening socket made by someone else, such as systemd
@@ -84,13 +103,16 @@ public final class NameServer: Sendable {
     ///   - descriptor: the listening socket.
     ///   - policy: who may use the server and the limits (its socket mode is its maker's).
     ///   - events: called on the server's thread with each `NameServerEvent`; `nil` for none.
+    ///   - directory: for a cluster's node, who holds a name on another node, as in
+    ///     `start(at:policy:events:directory:)`.
     /// - Throws: `system(EINVAL)` if `descriptor` is not a listening Unix stream socket.
     public static func start(
         adoptingListeningSocket descriptor: CInt, policy: NameServerPolicy = NameServerPolicy(),
-        events: NameServerEventHandler? = nil
+        events: NameServerEventHandler? = nil, directory: (any NameDirectory)? = nil
     ) throws(NameServerError) -> NameServer {
-        let listener = try ServerListener.adopt(descriptor)
-        return try NameServer(listener: listener, policy: policy, events: events)
+        try NameServer(policy: policy, events: events, directory: directory) { (port) throws(NameServerError) in
+            try ServerListener.listen(port, onSocket: descriptor)
+        }
     }
 
     /// The process's own name server at `address` (the default address if `nil`): started
@@ -127,8 +149,7 @@ public final class NameServer: Sendable {
             return nil
         }
         for descriptor in 3..<(3 + CInt(clamping: min(count, 1024))) {
-            let flags = fcntl(descriptor, F_GETFD)
-            if flags >= 0 { _ = fcntl(descriptor, F_SETFD, flags | FD_CLOEXEC) }
+            try? FileDescriptor(rawValue: descriptor).setCloseOnExec()
         }
         return 3  // SD_LISTEN_FDS_START
     }
@@ -142,14 +163,16 @@ public final class NameServer: Sendable {
             return !value
         }
         guard first else { return }
-        let core = self.core
+        let service = self.service
         do {
-            try thread.execute(label: "stop the name server") { core.shutdown() }
+            try thread.execute(label: "stop the name server") { service.shutdown() }
         } catch {
             // The thread is gone already: nothing runs on it any more.
+            service.port.invalidate()
         }
         // Runs the block above, then ends the thread and waits for it.
         thread.stop()
+        listener.close()
     }
 
     /// How many connections, names, waiting lookups and watches the server holds now.
@@ -158,19 +181,13 @@ public final class NameServer: Sendable {
         try onServerThread { $0.counts }
     }
 
-    /// The most bytes one connection has had buffered for a request not yet whole, since
-    /// the server started (for tests: the frame limit holds).
-    func peakBufferedRequestBytes() throws(NameServerError) -> Int {
-        try onServerThread { $0.peakBufferedBytes }
-    }
-
-    /// Runs `body` with the core on the server's thread and returns what it returned.
-    private func onServerThread<T: Sendable>(_ body: @escaping @Sendable (NameServerCore) -> T) throws(NameServerError) -> T {
-        let core = self.core
+    /// Runs `body` with the service on the server's thread and returns what it returned.
+    private func onServerThread<T: Sendable>(_ body: @escaping @Sendable (NameService) -> T) throws(NameServerError) -> T {
+        let service = self.service
         let result = ConditionLock<T?>(nil)
         do {
             try thread.execute {
-                let value = body(core)
+                let value = body(service)
                 result.withLock { $0 = value }
                 result.broadcast()
             }

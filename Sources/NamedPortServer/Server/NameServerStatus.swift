@@ -71,7 +71,7 @@ struct ServerStatistics {
     }
 
     /// The fields of a status reply (docs/NAMES.md, operation 9).
-    func fields(_ counts: NameServerCounts) -> [WireComponent] {
+    func fields(_ counts: NameServerCounts) -> [MessageComponent] {
         let uptime = ContinuousClock.now - started
         let milliseconds = Int(clamping: uptime.components.seconds) &* 1000
             &+ Int(uptime.components.attoseconds / 1_000_000_000_000_000)
@@ -100,12 +100,9 @@ extension NameServerStatus {
 
 extension NameServerClient {
     /// What the server holds and has refused since it started.
-    /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`; `protocolError` from a
-    ///   server too old to answer it.
+    /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
     public func status() throws(NameServerError) -> NameServerStatus {
-        let reply = try connection.request(.status, [], deadline: .now + timeout, describing: "asking for the status")
-        closeDescriptors(reply.descriptors)
-        var fields = NameFieldReader(reply.message.components)
+        var fields = try request(.status, [], describing: "asking for the status")
         return try NameServerStatus(&fields)
     }
 }

@@ -1,77 +1,69 @@
 import Glibc
 import PermanentThread
+import PortMessaging
 
-/// The listening socket of a name server, and the lock that says the address is served.
+/// Where a name server listens, and the lock that says the address is served.
 ///
 /// Starting at an address: take the lock file beside the socket (`names.sock.lock`,
 /// `flock`, held for the server's life); a lock held by someone else means a live server,
-/// which is never displaced. With the lock held, a socket file already at the address is
-/// probed with `connect`: refused means a crashed server left it (stale), so it is
-/// removed and bound afresh; accepted means a live server that does not use the lock (a
-/// systemd socket), which is not displaced either.
+/// which is never displaced. With the lock held, the server's port listens there
+/// (`ReceivePort.listen(at:)`): a socket file nobody accepts on (a crashed server's) is
+/// replaced, one that accepts (a live server that does not use the lock, a systemd socket)
+/// is not displaced either. The port makes the socket file and removes it when it is
+/// invalidated.
 struct ServerListener {
-    /// The listening socket (non-blocking, close-on-exec).
-    let socket: FileDescriptor
     /// The path served, for messages.
     let address: String
     /// The held lock file; `nil` for a socket handed over by systemd.
     private let lock: FileDescriptor?
-    /// The socket file this server made, removed when it stops (if it is still that file).
-    private let boundFile: FileSystem.Status?
 
     /// The backlog asked of `listen` (the kernel caps it at `net.core.somaxconn`).
     static let backlog: CInt = 4096
 
-    /// Binds and listens at `address`, replacing a stale socket file.
+    /// Makes `port` listen at `address`, replacing a stale socket file.
     /// - Throws: `addressInUse` for a live server, `permissionDenied` for a directory
     ///   that is not private, `system` for other failures.
-    static func bind(at address: String, policy: NameServerPolicy) throws(NameServerError) -> ServerListener {
+    static func listen(_ port: ReceivePort, at address: String, policy: NameServerPolicy) throws(NameServerError) -> ServerListener {
         guard address.utf8.count <= UnixSocket.maxPathBytes else {
             throw .system(operation: "bind \(address): the path is longer than \(UnixSocket.maxPathBytes) bytes", errno: ENAMETOOLONG)
         }
         try NameServerAddress.prepareDirectory(for: address)
         let lock = try takeLock(for: address)
         do throws(NameServerError) {
-            try removeStaleSocket(at: address)
-            let socket = try call("socket") { () throws(Errno) in try UnixSocket.make(nonBlocking: true) }
-            do throws(NameServerError) {
-                try call("bind \(address)") { () throws(Errno) in try UnixSocket.bind(socket, to: address) }
-                try call("chmod \(address)") { () throws(Errno) in
-                    try FileSystem.setPermissions(address, mode_t(policy.socketPermissions & 0o777))
-                }
-                let status = try call("lstat \(address)") { () throws(Errno) in try FileSystem.status(address) }
-                try call("listen \(address)") { () throws(Errno) in try UnixSocket.listen(socket, backlog: backlog) }
-                return ServerListener(socket: socket, address: address, lock: lock, boundFile: status)
+            // With the lock held, the port replaces a stale socket file (one nobody accepts
+            // on: a crashed server's) and refuses a live one or a file that is no socket.
+            do {
+                try port.listen(at: .path(address), permissions: mode_t(policy.socketPermissions & 0o777), backlog: backlog)
             } catch {
-                try? socket.close()
-                throw error
+                switch error {
+                case .addressInUse: throw .addressInUse(address: address)
+                case .system(let operation, let errno): throw .system(operation: operation, errno: errno)
+                default: throw .system(operation: "listen at \(address): \(error)", errno: EINVAL)
+                }
             }
+            return ServerListener(address: address, lock: lock)
         } catch {
             releaseLock(lock, for: address)
             throw error
         }
     }
 
-    /// Takes over a listening socket made by someone else (systemd socket activation).
-    /// - Throws: `system(EINVAL)` if it is not a listening AF_UNIX stream socket.
-    static func adopt(_ descriptor: CInt) throws(NameServerError) -> ServerListener {
-        let socket = FileDescriptor(rawValue: descriptor)
-        guard UnixSocket.isListeningStream(socket) else {
-            throw .system(operation: "adopt descriptor \(descriptor): not a listening Unix stream socket", errno: EINVAL)
+    /// Makes `port` listen on a listening socket made by someone else (systemd socket
+    /// activation).
+    /// - Throws: `system(EINVAL)` if it is not a listening Unix stream socket.
+    static func listen(_ port: ReceivePort, onSocket descriptor: CInt) throws(NameServerError) -> ServerListener {
+        do {
+            try port.listen(onSocket: descriptor)
+        } catch {
+            if case .system(let operation, let errno) = error { throw .system(operation: operation, errno: errno) }
+            throw .system(operation: "listen on descriptor \(descriptor): \(error)", errno: EINVAL)
         }
-        try call("fcntl \(descriptor)") { () throws(Errno) in
-            try socket.setNonBlocking()
-            try socket.setCloseOnExec()
-        }
-        let address = UnixSocket.boundPath(socket) ?? "descriptor \(descriptor)"
-        return ServerListener(socket: socket, address: address, lock: nil, boundFile: nil)
+        return ServerListener(address: port.listeningAddress?.description ?? "descriptor \(descriptor)", lock: nil)
     }
 
-    /// Closes the socket; removes the socket file if it is still the one this server made,
-    /// then the lock file, then lets the lock go.
+    /// Lets the lock go, after the port (which removes its socket file) is invalidated:
+    /// removes the lock file while still holding it.
     func close() {
-        try? socket.close()
-        if let boundFile { FileSystem.remove(address, ifStill: boundFile) }
         if let lock { Self.releaseLock(lock, for: address) }
     }
 
@@ -108,28 +100,6 @@ struct ServerListener {
         let path = NameServerAddress.lockPath(for: address)
         if let held = try? FileSystem.status(lock) { FileSystem.remove(path, ifStill: held) }
         try? lock.close()
-    }
-
-    /// With the lock held: a socket file nobody accepts on is stale and goes; one that
-    /// accepts is a live server (not using the lock); anything else is not ours to remove.
-    private static func removeStaleSocket(at address: String) throws(NameServerError) {
-        let state = try call("lstat and connect \(address)") { () throws(Errno) in try UnixSocket.probe(address) }
-        switch state {
-        case .free:
-            return
-        case .notASocket:
-            throw .system(operation: "bind \(address): a file that is not a socket is there; not replacing it", errno: EEXIST)
-        case .live:
-            throw .addressInUse(address: address)
-        case .stale:
-            do {
-                try FileSystem.remove(address)
-            } catch where error == .noSuchFile {
-                // Gone already.
-            } catch {
-                throw .system(operation: "unlink \(address)", errno: error.rawValue)
-            }
-        }
     }
 
     /// Runs a System call, turning its `Errno` into `NameServerError.system`.

@@ -8,7 +8,7 @@ struct Attachment {
     var isValid = true
     /// The real modes (never `common`) the item is in on its loop. Loop thread only.
     var modes: Set<LoopMode> = []
-    /// A descriptor source's descriptor is in the loop's epoll set.
+    /// A descriptor source's descriptor is registered with the loop's poller.
     var registered = false
 
     /// Claims the item for `loop`, or says why it cannot be.

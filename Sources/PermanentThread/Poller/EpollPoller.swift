@@ -2,13 +2,28 @@ import Glibc
 import CPortKitSystem
 import Synchronization
 
-/// The Linux poller: one epoll instance and one eventfd for wake-ups.
+/// The Linux poller: one epoll instance and one eventfd for wake-ups, and a futex word
+/// for the sleeps of a loop that watches no descriptor.
 ///
-/// Timers need no descriptor of their own: `wait` passes the earliest deadline to
-/// `epoll_pwait2`, which takes a nanosecond timeout, so nothing is re-armed per timer.
+/// While no descriptor is registered, a sleep is on the futex (`WakeWord`): one system
+/// call to wake and no epoll callback; a poll then costs no system call at all. Once one
+/// is registered, sleeps are in `epoll_pwait2`, woken through the eventfd. Timers need no
+/// descriptor of their own: `wait` passes the earliest deadline to `epoll_pwait2`, which
+/// takes a nanosecond timeout, so nothing is re-armed per timer.
+///
+/// `preparedSleep` and the event buffer are the loop's thread's alone (`prepareToSleep`,
+/// `wait`, `close`); what other threads reach (`register`, `wakeUp`) is the kernel's, the
+/// futex word's and the `registered` atomic.
 package final class EpollPoller: Poller {
     private let epoll: FileDescriptor
     private let wakeEvent: FileDescriptor
+    /// What an unwatched sleep waits on.
+    private let wakeWord = WakeWord()
+    /// How many descriptors are in the epoll set (besides the eventfd).
+    private let registered = Atomic<Int>(0)
+    /// The sleep `prepareToSleep()` chose for the next `wait`. `@exclusivity(unchecked)`:
+    /// the loop's thread alone touches it, and no access spans another.
+    @exclusivity(unchecked) private var preparedSleep: PollerSleep?
     private let capacity = 64
     private let buffer: UnsafeMutablePointer<epoll_event>
 
@@ -60,6 +75,7 @@ package final class EpollPoller: Poller {
     /// Starts watching a descriptor. The corresponding C function is `epoll_ctl`.
     package func register(_ descriptor: FileDescriptor, interest: PollEvents, token: UInt64) throws(Errno) {
         try control(EPOLL_CTL_ADD, descriptor, interest, token)
+        registered.add(1, ordering: .relaxed)
     }
 
     /// Changes the interest of a watched descriptor. The corresponding C function is `epoll_ctl`.
@@ -69,15 +85,42 @@ package final class EpollPoller: Poller {
 
     /// Stops watching a descriptor. The corresponding C function is `epoll_ctl`.
     package func deregister(_ descriptor: FileDescriptor) throws(Errno) {
-        try control(EPOLL_CTL_DEL, descriptor, [], 0)
+        do {
+            try control(EPOLL_CTL_DEL, descriptor, [], 0)
+        } catch {
+            // EBADF: closed before it was removed, which took it out of the set.
+            if error == .badFileDescriptor { registered.subtract(1, ordering: .relaxed) }
+            throw error
+        }
+        registered.subtract(1, ordering: .relaxed)
+    }
+
+    /// The futex while no descriptor is registered, else epoll. A descriptor registered
+    /// from another thread meanwhile is parked (no events), so a futex sleep misses nothing;
+    /// the change that arms it comes through the loop's inbox, which wakes the futex.
+    package func prepareToSleep() -> PollerSleep {
+        let sleep: PollerSleep = registered.load(ordering: .relaxed) > 0 ? .watching : .unwatched
+        if sleep == .unwatched { wakeWord.reset() }
+        preparedSleep = sleep
+        return sleep
     }
 
     /// Set once `epoll_pwait2` is found missing (a kernel before 5.11, valgrind, some
     /// sandboxes): `epoll_wait` with the timeout rounded up to whole milliseconds is used.
     private static let hasPreciseWait = Atomic<Bool>(true)
 
-    /// Waits for readiness. The corresponding C function is `epoll_pwait2` (or `epoll_wait`).
+    /// Waits for readiness. The corresponding C function is `epoll_pwait2` (or `epoll_wait`),
+    /// or the futex's wait while no descriptor is registered.
     package func wait(timeout: Duration?, _ body: (PollEvent) -> Void) throws(Errno) -> Bool {
+        let sleep = preparedSleep ?? (registered.load(ordering: .relaxed) > 0 ? .watching : .unwatched)
+        preparedSleep = nil
+        if sleep == .unwatched {
+            // A poll with no descriptor armed could only report the wake-up eventfd, whose
+            // edge carries nothing the loop's own flags do not: no system call at all.
+            if let timeout, timeout <= .zero { return false }
+            wakeWord.sleep(timeout: timeout)
+            return false
+        }
         let count = try waitForEvents(timeout)
         return dispatch(count, body)
     }
@@ -123,8 +166,13 @@ package final class EpollPoller: Poller {
         return woken
     }
 
-    /// Wakes a waiting (or the next) `wait`. The corresponding C function is `eventfd_write`.
-    package func wakeUp() {
+    /// Wakes a waiting (or the next) `wait`: the futex's wake for an unwatched sleep, else
+    /// a write to the eventfd.
+    package func wakeUp(_ sleep: PollerSleep) {
+        if sleep == .unwatched {
+            wakeWord.wake()
+            return
+        }
         var one: UInt64 = 1
         let written = withUnsafeBytes(of: &one) { (bytes) -> Result<Int, Errno> in
             Result { () throws(Errno) -> Int in try wakeEvent.write(bytes) }

@@ -1,10 +1,10 @@
 import CPortKitSystem
 
-/// The word a loop sleeps on while it watches no descriptor: a futex, which a waker flips
-/// and wakes in one system call, cheaper than the epoll set's eventfd (measured by
+/// The word `EpollPoller` sleeps on while it watches no descriptor: a futex, which a waker
+/// flips and wakes in one system call, cheaper than the epoll set's eventfd (measured by
 /// `execute.roundtrip` and `loop.wake`).
 ///
-/// The protocol, kept by `ThreadLoop`'s wake handshake (its `wakeState`): the loop
+/// The protocol, kept by the poller's sleep handshake (see `Poller`): the loop's thread
 /// `reset()`s the word before it says it sleeps, then `sleep(timeout:)`s; the one waker
 /// that claims the sleep `wake()`s it. A wake that comes before the sleep leaves the word
 /// at 1, so the sleep returns at once: no wake-up is lost.

@@ -4,8 +4,9 @@ import CPortKitSystem
 /// A file descriptor: a plain value with no hidden close.
 ///
 /// Ownership is the caller's and visible: whoever made a descriptor closes it, once,
-/// with `close()`. Every method is a thin wrapper around one system call that retries
-/// on `EINTR` and throws `Errno` instead of printing or trapping.
+/// with `close()`. Every method is a thin wrapper around one system call, made through
+/// `systemCall` (its `EINTR` policy, its fault seam), that throws `Errno` instead of
+/// printing or trapping.
 package struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The raw descriptor number.
     package var rawValue: CInt
@@ -21,21 +22,32 @@ package struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomStrin
     ///
     /// The corresponding C function is `close`.
     package func close() throws(Errno) {
-        try nothingOrErrno(retryOnInterrupt: false) { Glibc.close(rawValue) }.get()
+        try nothingOrErrno(on: rawValue, retryOnInterrupt: false) { Glibc.close(rawValue) }.get()
     }
 
     /// Reads up to `buffer.count` bytes; returns how many were read (0 at end of file).
     ///
     /// The corresponding C function is `read`.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
-        try valueOrErrno { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }.get()
+        try valueOrErrno(.read, on: rawValue) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }.get()
     }
 
     /// Writes up to `buffer.count` bytes; returns how many were written.
     ///
     /// The corresponding C function is `write`.
     package func write(_ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try valueOrErrno { Glibc.write(rawValue, buffer.baseAddress, buffer.count) }.get()
+        try systemCall(.write, on: rawValue, count: buffer.count) { Glibc.write(rawValue, buffer.baseAddress, $0) }.get()
+    }
+
+    /// Writes up to `buffer.count` bytes without raising SIGPIPE when the reader is gone
+    /// (it fails with `EPIPE` instead); returns how many were written. For pipes: a
+    /// socket's `send` passes `MSG_NOSIGNAL` itself.
+    ///
+    /// The corresponding C function is `write`, with SIGPIPE blocked around it.
+    package func writeWithoutSignal(_ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try systemCall(.write, on: rawValue, count: buffer.count) {
+            portkit_write_nosigpipe(rawValue, buffer.baseAddress, $0)
+        }.get()
     }
 
     /// Writes all of `buffer`, looping over short writes. A non-blocking descriptor may
@@ -86,9 +98,22 @@ package struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomStrin
         let flags = O_CLOEXEC | (nonBlocking ? O_NONBLOCK : 0)
         try withUnsafeMutableBytes(of: &fds) { raw throws(Errno) in
             let p = raw.baseAddress!.assumingMemoryBound(to: CInt.self)
-            try nothingOrErrno { portkit_pipe2(p, flags) }.get()
+            try nothingOrErrno(.pipe) { portkit_pipe2(p, flags) }.get()
         }
         return (FileDescriptor(rawValue: fds.0), FileDescriptor(rawValue: fds.1))
+    }
+
+    /// Closes each of `descriptors` (raw numbers this process owns), as `close()` does.
+    package static func close(_ descriptors: some Sequence<CInt>) {
+        for raw in descriptors { try? FileDescriptor(rawValue: raw).close() }
+    }
+
+    /// Whether the number names an open descriptor: a probe that expects to find closed
+    /// ones, so a closed one is not counted in `SystemCallAudit`.
+    ///
+    /// The corresponding C function is `fcntl` with `F_GETFD`.
+    package var isOpen: Bool {
+        fcntl(rawValue, F_GETFD) != -1
     }
 
     /// The number of descriptors open in this process (entries of `/proc/self/fd`,

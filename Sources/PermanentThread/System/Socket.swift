@@ -1,7 +1,8 @@
 import CPortKitSystem
 import Glibc
 
-/// Unix-domain socket calls on `FileDescriptor`, each retrying on `EINTR` and throwing `Errno`.
+/// Unix-domain socket calls on `FileDescriptor`, each made through `systemCall` (its `EINTR`
+/// policy, its fault seam) and throwing `Errno`.
 extension FileDescriptor {
     /// Makes a connected pair of Unix-domain sockets (close-on-exec, optionally non-blocking).
     ///
@@ -13,7 +14,7 @@ extension FileDescriptor {
         let flags = type | CInt(SOCK_CLOEXEC.rawValue) | (nonBlocking ? CInt(SOCK_NONBLOCK.rawValue) : 0)
         try withUnsafeMutableBytes(of: &fds) { raw throws(Errno) in
             let p = raw.baseAddress!.assumingMemoryBound(to: CInt.self)
-            try nothingOrErrno { socketpair(AF_UNIX, flags, 0, p) }.get()
+            try nothingOrErrno(.socketpair) { socketpair(AF_UNIX, flags, 0, p) }.get()
         }
         return (FileDescriptor(rawValue: fds.0), FileDescriptor(rawValue: fds.1))
     }
@@ -27,14 +28,14 @@ extension FileDescriptor {
         // Without descriptors, plain `send`: the kernel's sendmsg path (copying in a message
         // header and an iovec array) costs measurably more per small message.
         if descriptors.isEmpty {
-            return try valueOrErrno {
-                Glibc.send(rawValue, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
+            return try systemCall(.send, on: rawValue, count: bytes.count) {
+                Glibc.send(rawValue, bytes.baseAddress, $0, CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
             }.get()
         }
-        return try valueOrErrno {
+        return try systemCall(.sendmsg, on: rawValue, count: bytes.count) { count in
             descriptors.withUnsafeBufferPointer { fds in
                 portkit_send_with_descriptors(
-                    rawValue, bytes.baseAddress, bytes.count, fds.baseAddress, CInt(fds.count),
+                    rawValue, bytes.baseAddress, count, fds.baseAddress, CInt(fds.count),
                     CInt(MSG_NOSIGNAL) | CInt(MSG_DONTWAIT))
             }
         }.get()
@@ -91,7 +92,7 @@ extension FileDescriptor {
         var truncated: CInt = 0
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
         var hasCredentials: CInt = 0
-        let n = try valueOrErrno {
+        let n = try valueOrErrno(.recvmsg, on: rawValue) {
             portkit_receive_with_credentials(
                 rawValue, buffer.baseAddress, buffer.count, descriptors.baseAddress, CInt(descriptors.count),
                 &count, &truncated, waiting ? 0 : CInt(MSG_DONTWAIT), &pid, &uid, &gid, &hasCredentials)
@@ -112,7 +113,7 @@ extension FileDescriptor {
     ///
     /// The corresponding C function is `recv` with `MSG_PEEK | MSG_DONTWAIT`.
     package func peek(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
-        try valueOrErrno { Glibc.recv(rawValue, buffer.baseAddress, buffer.count, CInt(MSG_PEEK) | CInt(MSG_DONTWAIT)) }.get()
+        try valueOrErrno(.recv, on: rawValue) { Glibc.recv(rawValue, buffer.baseAddress, buffer.count, CInt(MSG_PEEK) | CInt(MSG_DONTWAIT)) }.get()
     }
 
     /// Sets how long a waiting receive (`receive(into:descriptors:waiting:)` with `waiting`)
@@ -129,35 +130,31 @@ extension FileDescriptor {
 
     /// Waits until the descriptor is ready for `events` (`POLLIN`, `POLLOUT`) or `timeout`
     /// passes (`nil`: for ever). Returns the ready events (`revents`), or 0 on time-out.
+    /// Interrupted by a signal, it waits again for the time left.
     ///
     /// The corresponding C function is `poll`.
     package func poll(_ events: CShort, timeout: Duration?) throws(Errno) -> CShort {
         let deadline = timeout.map { ContinuousClock.now + $0 }
-        while true {
+        let result = try valueOrErrno(.poll, on: rawValue) { () -> CInt in
             var milliseconds: CInt = -1
             if let deadline {
                 let left = deadline - .now
                 milliseconds = left <= .zero ? 0 : CInt(min(left / .milliseconds(1), Double(CInt.max / 2)).rounded(.up))
             }
-            let result = portkit_poll_one(rawValue, events, milliseconds)
-            if result >= 0 { return Self.audited(CShort(truncatingIfNeeded: result)) }
-            let error = Errno.current
-            if error != .interrupted { throw error }
-        }
+            return portkit_poll_one(rawValue, events, milliseconds)
+        }.get()
+        return Self.audited(CShort(truncatingIfNeeded: result))
     }
 
     /// Waits up to `milliseconds` (-1: for ever) until the descriptor is ready for `events`.
-    /// Returns the ready events (`revents`), or 0 when the time passed or a signal
-    /// interrupted the wait: a caller that loops re-checks its own deadline, with no clock
-    /// arithmetic here.
+    /// Returns the ready events (`revents`), or 0 when the time passed. Interrupted by a
+    /// signal, it waits again for the whole time: a wait that must end by a deadline uses
+    /// `poll(_:timeout:)`.
     ///
     /// The corresponding C function is `poll`.
     package func poll(_ events: CShort, milliseconds: CInt) throws(Errno) -> CShort {
-        let result = portkit_poll_one(rawValue, events, milliseconds)
-        if result >= 0 { return Self.audited(CShort(truncatingIfNeeded: result)) }
-        let error = Errno.current
-        if error == .interrupted { return 0 }
-        throw error
+        let result = try valueOrErrno(.poll, on: rawValue) { portkit_poll_one(rawValue, events, milliseconds) }.get()
+        return Self.audited(CShort(truncatingIfNeeded: result))
     }
 
     /// `revents` as they are, with a poll of a descriptor that is not open counted.

@@ -59,7 +59,7 @@ package enum UnixSocket {
     /// The corresponding C function is `connect`.
     package static func connect(_ socket: FileDescriptor, to path: String, abstract: Bool = false) throws(Errno) {
         let result = try withAddress(path, abstract: abstract) { address, length in
-            nothingOrErrno { Glibc.connect(socket.rawValue, address, length) }
+            nothingOrErrno(.connect, on: socket.rawValue) { Glibc.connect(socket.rawValue, address, length) }
         }
         try result.get()
     }
@@ -111,7 +111,7 @@ package enum UnixSocket {
     /// The corresponding C function is `accept4`.
     package static func accept(_ socket: FileDescriptor) throws(Errno) -> FileDescriptor? {
         let flags = CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
-        switch valueOrErrno({ portkit_accept4(socket.rawValue, flags) }) {
+        switch valueOrErrno(.accept, on: socket.rawValue, { portkit_accept4(socket.rawValue, flags) }) {
         case .success(let raw): return FileDescriptor(rawValue: raw)
         case .failure(let error) where error == .wouldBlock: return nil
         // The peer gave up before we took it: nothing to accept after all.
@@ -240,7 +240,7 @@ package enum FileSystem {
     ///
     /// The corresponding C function is `flock`.
     package static func tryLock(_ descriptor: FileDescriptor) throws(Errno) -> Bool {
-        switch nothingOrErrno({ flock(descriptor.rawValue, LOCK_EX | LOCK_NB) }) {
+        switch nothingOrErrno(.other, { flock(descriptor.rawValue, LOCK_EX | LOCK_NB) }) {
         case .success: return true
         case .failure(let error) where error == .wouldBlock: return false
         case .failure(let error): throw error

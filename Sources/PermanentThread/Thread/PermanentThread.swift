@@ -13,7 +13,7 @@ import Glibc
 /// ```
 ///
 /// The thread is kept alive by a custom source on its loop that nothing signals, so an
-/// idle thread sleeps in `epoll_wait`: no polling, no periodic timer. Its loop
+/// idle thread sleeps in the kernel: no polling, no periodic timer. Its loop
 /// (`loop`) takes timers, observers and sources like any other.
 ///
 /// **Stopping.** `stop()` lets the block being run finish, runs every block accepted
@@ -45,7 +45,7 @@ public final class PermanentThread: Sendable {
     /// much CPU after every burst of work, taken from other threads when CPUs are scarce;
     /// once the spin has passed, an idle thread sleeps and costs nothing, as without it.
     /// Only a loop that watches no descriptor spins (one with descriptors, ports over
-    /// sockets say, sleeps in epoll at once), and never past its next timer.
+    /// sockets say, sleeps in the poller at once), and never past its next timer.
     public var spinBeforeSleep: Duration { core.spinBeforeSleep }
 
     /// Makes a permanent thread that sleeps as soon as it runs out of work; `run()` starts it.
@@ -182,22 +182,40 @@ public final class PermanentThread: Sendable {
 
     /// Runs `body` on the thread and suspends until it returns: `try await thread.submit { … }`.
     ///
-    /// Before `run()`, the block waits for the thread to start. Cancelling the awaiting task
-    /// does not remove the block: it still runs.
+    /// Before `run()`, the block waits for the thread to start.
+    ///
+    /// **Cancellation.** If the awaiting task is cancelled before the block starts (while it
+    /// waits behind other work, or before it is submitted), the block never runs and this
+    /// throws `CancellationError` at once. Once the block has started, cancelling changes
+    /// nothing: the block runs to its end and its result (or error) is returned; a block
+    /// that wants to stop early must check for itself.
     /// - Parameters:
     ///   - label: a name for the work, shown by the stall monitor if it stalls.
     ///   - body: the work.
     /// - Returns: the value `body` returns.
-    /// - Throws: what `body` throws; `PermanentThreadError.stopped` after `stop()`.
+    /// - Throws: what `body` throws; `CancellationError` when cancelled before it started;
+    ///   `PermanentThreadError.stopped` after `stop()`.
     public func submit<T: Sendable>(
         label: String? = nil, _ body: @escaping @Sendable () throws -> T
     ) async throws -> T {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
-            do {
-                try execute(label: label) { continuation.resume(with: Result { try body() }) }
-            } catch {
-                continuation.resume(throwing: error)
+        let submitted = SubmittedBlock<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                guard submitted.keep(continuation) else {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                do {
+                    try execute(label: label) {
+                        guard let continuation = submitted.start() else { return }
+                        continuation.resume(with: Result { try body() })
+                    }
+                } catch {
+                    submitted.refuse(error)
+                }
             }
+        } onCancel: {
+            submitted.cancel()
         }
     }
 }

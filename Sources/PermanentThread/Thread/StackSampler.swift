@@ -36,7 +36,7 @@ enum StackSampler {
                 // about to post, and the buffer is not ours until it has.
                 let old = samplerTarget.exchange(0, ordering: .acquiringAndReleasing)
                 if old == -threadID {
-                    while sem_wait(samplerSemaphore) != 0 && errno == EINTR {}
+                    _ = nothingOrErrno { sem_wait(samplerSemaphore) }
                     answered = true
                 }
             }
@@ -63,10 +63,10 @@ enum StackSampler {
             deadline.tv_nsec -= 1_000_000_000
             deadline.tv_sec += 1
         }
-        while true {
-            if sem_timedwait(samplerSemaphore, &deadline) == 0 { return true }
-            if errno != EINTR { return false }
-        }
+        // The deadline is absolute: a wait interrupted by a signal is made again for the time left.
+        let waited = nothingOrErrno { sem_timedwait(samplerSemaphore, &deadline) }
+        if case .success = waited { return true }
+        return false
     }
 
     /// "symbol + 0x1f in binary" (Swift symbols demangled), or "0x5555… in binary + 0x1f"

@@ -1,3 +1,5 @@
+import PermanentThread
+
 /// The requests in flight on one connection and why it failed. Several may wait at once,
 /// from any threads, each for the reply with its own sequence number; replies are matched
 /// by that number, in whatever order they come.
@@ -5,6 +7,9 @@ struct RequestTable {
     private struct Slot {
         let sequence: UInt64
         var result: Result<Message, PortError>?
+        /// The suspended task of an async request, resumed with the reply instead of
+        /// storing it.
+        var waiter: AsyncReply?
     }
 
     private var nextSequence: UInt64 = 1
@@ -14,23 +19,50 @@ struct RequestTable {
     var failure: PortError?
     /// Whether a waiting requester reads the (unbound) connection for all of them now: the
     /// others wait for it to hand their replies over (only one thread may wait in the read).
+    /// Set for good once the shared reply loop reads the connection.
     var readerActive = false
+    /// Whether the shared reply loop reads the unbound connection, for good: then no
+    /// requester reads it itself, every one waits to be handed its reply.
+    var loopReads = false
+    /// An async request asked for the shared reply loop while a requester was reading: the
+    /// requester hands the reading over to it as it leaves.
+    var wantsLoopReader = false
+    /// The loop that reads the unbound connection's replies once `loopReads` (the shared
+    /// reply loop, or one chosen with `SendPort.readReplies(on:)`).
+    var readerLoop: ThreadLoop?
 
-    /// Registers a request; returns its sequence number.
-    mutating func begin() -> UInt64 {
+    /// What `complete` did with a reply.
+    enum Completion {
+        /// Stored for its (blocked) requester: wake it.
+        case stored
+        /// For an async request: resume it with the reply (its slot is gone).
+        case resume(AsyncReply)
+        /// No request waits for it.
+        case unclaimed
+    }
+
+    /// Registers a request (async when `waiter` is given); returns its sequence number.
+    mutating func begin(waiter: AsyncReply? = nil) -> UInt64 {
         let sequence = nextSequence
         nextSequence = nextSequence == .max ? 1 : nextSequence + 1
-        slots.append(Slot(sequence: sequence))
+        slots.append(Slot(sequence: sequence, waiter: waiter))
         return sequence
     }
 
-    /// Stores the reply (or refusal) of request `sequence`; false when no request waits for
-    /// it (it gave up, or never was).
-    mutating func complete(_ sequence: UInt64, with result: Result<Message, PortError>) -> Bool {
-        guard sequence != 0, let index = index(of: sequence), case .none = slots[index].result else { return false }
+    /// Stores the reply (or refusal) of request `sequence`, or takes the async waiter it is
+    /// for; `.unclaimed` when no request waits for it (it gave up, or never was).
+    mutating func complete(_ sequence: UInt64, with result: Result<Message, PortError>) -> Completion {
+        guard sequence != 0, let index = index(of: sequence), case .none = slots[index].result else { return .unclaimed }
+        if let waiter = slots[index].waiter {
+            slots.remove(at: index)
+            return .resume(waiter)
+        }
         slots[index].result = result
-        return true
+        return .stored
     }
+
+    /// The async waiters, to be failed with `failure` as the connection closes.
+    var asyncWaiters: [AsyncReply] { slots.compactMap(\.waiter) }
 
     /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure if
     /// any, else `nil`.
@@ -56,5 +88,35 @@ struct RequestTable {
             index -= 1
         }
         return nil
+    }
+}
+
+extension Connection {
+    // MARK: Requests
+
+    /// Registers one request, whose reply is matched to it by the sequence number returned;
+    /// any number may be in flight at once. `endRequest(_:)` forgets it. An async request
+    /// passes its `waiter`, which the reply resumes.
+    func beginRequest(waiter: AsyncReply? = nil) -> UInt64 {
+        replies.withLock { $0.begin(waiter: waiter) }
+    }
+
+    /// Forgets request `sequence`: a reply that came too late is dropped (its descriptors
+    /// closed), and one still to come will be.
+    func endRequest(_ sequence: UInt64) {
+        let late = replies.withLock { $0.end(sequence) }
+        if case .success(let message) = late { discard(message) }
+    }
+
+    /// Hands request `sequence` its reply or refusal; a reply no request waits for is
+    /// dropped (its descriptors closed).
+    func complete(_ sequence: UInt64, with result: Result<Message, PortError>) {
+        switch replies.withLock({ $0.complete(sequence, with: result) }) {
+        case .stored: replies.broadcast()
+        case .resume(let waiter):
+            if !waiter.finish(result), case .success(let message) = result { discard(message) }
+        case .unclaimed:
+            if case .success(let message) = result { discard(message) }
+        }
     }
 }

@@ -9,8 +9,16 @@ enum WireMapping {
         var bytes: [UInt8]
         var descriptors: [CInt]
         var transient: [FileDescriptor]
+        /// What hands the other ends of travelling ports to their owners, once the frame is
+        /// written (`true`) or given up (`false`).
+        var handOffs: [@Sendable (Bool) -> Void] = []
 
-        func closeTransient() { for fd in transient { try? fd.close() } }
+        /// Closes this side's copies of the ends sent, and hands the other ends over (or
+        /// drops them when the frame did not go).
+        func closeTransient(sent: Bool = false) {
+            for fd in transient { try? fd.close() }
+            for handOff in handOffs { handOff(sent) }
+        }
     }
 
     /// The largest frame `withFrame` encodes on the stack; larger ones go to the heap.
@@ -66,11 +74,11 @@ enum WireMapping {
             }
         }
         let frame = try frame(for: message, kind: kind, sequence: sequence, limits: limits)
-        defer { frame.closeTransient() }
         // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
         let result = frame.bytes.withUnsafeBytes { bytes in
             Result { () throws(PortError) -> R in try body(bytes, frame.descriptors) }
         }
+        if case .success = result { frame.closeTransient(sent: true) } else { frame.closeTransient() }
         return try result.get()
     }
 
@@ -121,8 +129,9 @@ enum WireMapping {
                 case .data(let bytes):
                     components.append(.bytes(bytes))
                 case .port(let port):
-                    let end = try port.transferableEnd()
+                    let (end, handOff) = try port.transferableEnd()
                     outgoing.transient.append(end)
+                    if let handOff { outgoing.handOffs.append(handOff) }
                     components.append(.port(index: outgoing.descriptors.count))
                     outgoing.descriptors.append(end.rawValue)
                 case .descriptor(let fd):
@@ -132,8 +141,9 @@ enum WireMapping {
             }
             var replyIndex: Int?
             if let reply = message.replyPort {
-                let end = try reply.transferableEnd()
+                let (end, handOff) = try reply.transferableEnd()
                 outgoing.transient.append(end)
+                if let handOff { outgoing.handOffs.append(handOff) }
                 replyIndex = outgoing.descriptors.count
                 outgoing.descriptors.append(end.rawValue)
             }

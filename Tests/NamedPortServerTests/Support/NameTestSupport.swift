@@ -2,30 +2,9 @@ import Foundation
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
-import PortMessaging
 import PortKitTestSupport
+import PortMessaging
 import Testing
-
-/// A private directory for one test's name server socket, removed afterwards.
-final class TestDirectory: Sendable {
-    let path: String
-
-    /// Makes `/tmp/pkn-XXXXXX` (mode 0700, or `mode` if given).
-    init(mode: mode_t? = nil) {
-        var template = Array("/tmp/pkn-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
-        precondition(made != nil, "mkdtemp failed: \(errno)")
-        path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        if let mode { chmod(path, mode) }
-    }
-
-    /// The socket path of the test's server.
-    var address: String { path + "/names.sock" }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-}
 
 /// A thread running a loop for the test's receive ports.
 final class PortLoop: Sendable {
@@ -55,6 +34,15 @@ final class PortLoop: Sendable {
         return port
     }
 
+    /// A receive port on this loop listening at `address`, answering each request with
+    /// the reply `answer` makes.
+    func port(address: String, _ answer: @escaping @Sendable (Message) -> Message) throws -> ReceivePort {
+        let port = ReceivePort()
+        try port.listen(at: .path(address))
+        try port.schedule(on: loop) { request in answer(request) }
+        return port
+    }
+
     deinit {
         loop.stop()
         _ = done.wait(until: .now + .seconds(20)) { $0 ? true : nil }
@@ -69,7 +57,7 @@ func waitFor(_ timeout: Duration = .seconds(20), _ condition: () throws -> Bool)
 
 /// Sends `text` as a request through `port` and returns the reply's text.
 func ask(_ port: SendPort, _ text: String) throws -> String {
-    let reply = try port.sendRequest(
+    let reply = try port.request(
         Message(id: 1, components: [.data(Array(text.utf8))], replyPort: nil),
         sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
     return String(decoding: reply.bytes, as: UTF8.self)

@@ -1,0 +1,129 @@
+import Glibc
+import PermanentThread
+import PortMessaging
+
+/// The async forms: the same calls, under the same names, suspending the task instead of
+/// blocking its thread while the server answers.
+///
+/// No thread waits: each request is PortMessaging's async request, whose reply is handed
+/// to the task by the loop that reads it. Cancelling the task ends the wait at once with
+/// `NameServerError.cancelled`; an answer that comes later is dropped (a lookup's port is
+/// closed, so the owner sees the connection end).
+extension NameServerClient {
+    /// `connect(to:timeout:trustedServerUsers:reconnectingOn:)`, suspending while the server
+    /// answers its hello. The socket's connect itself does not wait (a Unix socket connects
+    /// at once, or finds the backlog full and waits up to `timeout`). It neither starts a
+    /// server nor waits for one to appear: the blocking form does both.
+    /// - Throws: as the blocking form; `cancelled`.
+    public static func connect(
+        to address: String? = nil, timeout: Duration = .seconds(10), trustedServerUsers: Set<UInt32> = [],
+        reconnectingOn supervisor: ThreadLoop? = nil
+    ) async throws(NameServerError) -> NameServerClient {
+        let address = NameServerAddress.resolve(address)
+        let server = try trustedPort(address, timeout: timeout, trustedServerUsers)
+        let connection: ServerConnection
+        do throws(NameServerError) {
+            let hello = helloCall(address)
+            let fields: NameFieldReader
+            do {
+                fields = try await request(hello, on: server, address: address, timeout: timeout)
+            } catch {
+                throw helloError(error, address: address)
+            }
+            connection = try greeted(server, fields)
+        } catch {
+            server.invalidate()
+            throw error
+        }
+        let client = NameServerClient(
+            address: address, connection: connection, timeout: timeout, trustedServerUsers: trustedServerUsers,
+            supervisor: supervisor)
+        try client.supervise(connection)
+        return client
+    }
+
+    /// `register(_:port:scope:)`, suspending while the server answers.
+    /// - Parameters:
+    ///   - name: the name.
+    ///   - port: the port lookups of it connect to.
+    ///   - scope: how far the name reaches.
+    /// - Throws: as the blocking form; `cancelled` (the name may then be registered or not:
+    ///   `unregister` it, or close the client, to be sure).
+    @discardableResult
+    public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) async throws(NameServerError) -> NameRegistration {
+        _ = try await request(try NameCall.register(name, port, scope: scope))
+        return recordRegistration(name, port, scope)
+    }
+
+    /// `unregister(_:)`, suspending while the server answers.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func unregister(_ name: String) async throws(NameServerError) {
+        let call = try NameCall.unregister(name)
+        if forgetWhileAway(name) { return }
+        _ = try await request(call)
+        released(name)
+    }
+
+    /// `lookup(_:waitingUpTo:)`, suspending while the name is waited for: a send port
+    /// connected to the owner's port.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> SendPort {
+        var fields = try await request(try NameCall.lookup(.lookup, name, wait))
+        _ = try fields.owner(named: name)
+        return try fields.port()
+    }
+
+    /// `owner(of:waitingUpTo:)`, suspending while the name is waited for.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func owner(of name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> NameOwner {
+        var fields = try await request(try NameCall.lookup(.owner, name, wait))
+        return try fields.owner(named: name)
+    }
+
+    /// `list()`, suspending while the server answers.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func list() async throws(NameServerError) -> [NameOwner] {
+        var fields = try await request(NameCall.list)
+        return try fields.owners()
+    }
+
+    /// `watch(prefix:)` for a task: `for try await event in try await names.watch(prefix: "db.")`.
+    /// Its events come to a port on the process's shared reply loop, so no thread of the
+    /// caller's needs to run a loop; iterating it suspends until the next event.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func watch(prefix: String = "") async throws(NameServerError) -> NameWatch {
+        try NameRules.validatePrefix(prefix)
+        return try await startWatch(prefix, exact: false, on: sharedLoop())
+    }
+
+    /// `watch(name:)` for a task, as `watch(prefix:)`.
+    /// - Throws: as the blocking form; `cancelled`.
+    public func watch(name: String) async throws(NameServerError) -> NameWatch {
+        try NameRules.validate(name)
+        return try await startWatch(name, exact: true, on: sharedLoop())
+    }
+
+    // MARK: The request
+
+    /// Sends `call` and suspends until the ok reply's fields (or the error its status stands for).
+    func request(_ call: NameCall) async throws(NameServerError) -> NameFieldReader {
+        try await Self.request(call, on: try currentServer(), address: address, timeout: timeout + call.wait)
+    }
+
+    static func request(_ call: NameCall, on server: SendPort, address: String, timeout: Duration) async throws(NameServerError) -> NameFieldReader {
+        let reply: Message
+        do {
+            reply = try await server.request(
+                Message(id: call.operation.rawValue, components: call.fields), sendTimeout: timeout, receiveTimeout: timeout)
+        } catch {
+            throw requestError(error, address: address, what: call.what)
+        }
+        return try okFields(of: reply, address: address)
+    }
+
+    private func sharedLoop() throws(NameServerError) -> ThreadLoop {
+        do { return try SharedReplyLoop.loop() } catch {
+            throw .system(operation: "start the reply thread for the watch", errno: EAGAIN)
+        }
+    }
+}

@@ -1,0 +1,134 @@
+import Glibc
+import PermanentThread
+import PortMessaging
+
+/// Connecting: the tries `connect` makes, and those a reconnection makes.
+extension NameServerClient {
+    /// A connection to the server at `address`, made as `connect` says.
+    static func connection(
+        _ address: String, timeout: Duration, startingServerIfNeeded: Bool, trustedServerUsers: Set<UInt32>,
+        waitingForServer: Duration?
+    ) throws(NameServerError) -> ServerConnection {
+        if let wait = waitingForServer, !startingServerIfNeeded {
+            return try connectWaiting(address, until: .now + wait, timeout: timeout, trustedServerUsers)
+        }
+        do {
+            return try connectOnce(address, timeout: timeout, trustedServerUsers)
+        } catch {
+            guard case .serverUnavailable = error, startingServerIfNeeded else { throw error }
+        }
+        do {
+            _ = try NameServer.embedded(at: address)
+        } catch {
+            // Another process started one at the same moment: use that one.
+            guard case .addressInUse = error else { throw error }
+        }
+        return try connectOnce(address, timeout: timeout, trustedServerUsers)
+    }
+
+    /// Connects, and while no server answers, waits for a change in the address's
+    /// directory (or, while that is missing, in its parent) and tries again, until
+    /// `deadline`. The watch is made before each try, so a server that appears between a
+    /// failed try and the wait is not missed.
+    static func connectWaiting(
+        _ address: String, until deadline: ContinuousClock.Instant, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+    ) throws(NameServerError) -> ServerConnection {
+        let directory = NameServerAddress.directory(of: address)
+        while true {
+            let watch = (try? DirectoryWatch(directory)) ?? (try? DirectoryWatch(NameServerAddress.directory(of: directory)))
+            defer { watch?.close() }
+            do {
+                return try connectOnce(address, timeout: timeout, trustedServerUsers)
+            } catch .serverUnavailable(let address, let reason) {
+                guard ContinuousClock.now < deadline else { throw .serverUnavailable(address: address, reason: reason) }
+            }
+            // A socket file appears at bind and is listened on a moment later: a try that
+            // finds it refused waits for the next change, but never long.
+            let until = min(deadline, .now + .milliseconds(250))
+            if let watch {
+                _ = try? watch.waitForChange(until: until)
+            } else {
+                // Neither the directory nor its parent exists yet: nothing to watch.
+                _ = ConditionLock(false).wait(until: until) { _ in nil as Void? }
+            }
+        }
+    }
+
+    /// Connects, checks whom, and says hello: one try.
+    static func connectOnce(
+        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+    ) throws(NameServerError) -> ServerConnection {
+        let server = try trustedPort(address, timeout: timeout, trustedServerUsers)
+        do throws(NameServerError) {
+            let hello = helloCall(address)
+            let fields: NameFieldReader
+            do {
+                fields = try request(hello.operation, hello.fields, on: server, address: address, timeout: timeout, describing: hello.what)
+            } catch {
+                throw helloError(error, address: address)
+            }
+            return try greeted(server, fields)
+        } catch {
+            server.invalidate()
+            throw error
+        }
+    }
+
+    /// A connection to the server at `address` whose listener is trusted, checked before a
+    /// byte is sent.
+    static func trustedPort(_ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>) throws(NameServerError) -> SendPort {
+        let trust = ServerTrust(address: address, trustedUsers: trustedServerUsers)
+        try trust.checkDirectory()
+        let server: SendPort
+        do {
+            server = try SendPort.connect(to: .path(address), timeout: timeout)
+        } catch {
+            throw Self.connectError(error, address: address)
+        }
+        do throws(NameServerError) {
+            guard let credentials = server.remoteCredentials else { throw .connectionLost(address: address) }
+            try trust.checkServer(uid: UInt32(credentials.uid))
+            return server
+        } catch {
+            server.invalidate()
+            throw error
+        }
+    }
+
+    /// The hello every connection begins with.
+    static func helloCall(_ address: String) -> NameCall {
+        NameCall(
+            operation: .hello, fields: [NameField.integer(nameProtocolVersion)],
+            what: "the name server at \(address) to say hello")
+    }
+
+    /// What a failed hello means: a server answers every hello it reads; one that closes
+    /// first could not take the connection at all.
+    static func helloError(_ error: NameServerError, address: String) -> NameServerError {
+        guard case .connectionLost = error else { return error }
+        return .serverBusy(address: address, reason: "it closed the connection before answering (out of descriptors?)")
+    }
+
+    /// The connection, once the server answered the hello with `fields`.
+    static func greeted(_ server: SendPort, _ fields: NameFieldReader) throws(NameServerError) -> ServerConnection {
+        var fields = fields
+        let pid = try fields.pid()
+        _ = try fields.uid()
+        _ = try fields.integer()
+        return ServerConnection(port: server, pid: pid)
+    }
+
+    /// What a failed `SendPort.connect` means for a name server client.
+    static func connectError(_ error: PortError, address: String) -> NameServerError {
+        switch error {
+        case .noListener:
+            let reason = (try? FileSystem.status(address)) == nil ? "no socket file" : "connection refused: the server is gone"
+            return .serverUnavailable(address: address, reason: reason)
+        case .sendTimedOut: return .timedOut(operation: "connecting to \(address) (its backlog is full)")
+        case .system(_, let errno) where errno == EACCES || errno == EPERM:
+            return .permissionDenied(reason: "cannot connect to \(address): \(Errno(rawValue: errno))")
+        case .system(let operation, let errno): return .serverUnavailable(address: address, reason: "\(operation): \(Errno(rawValue: errno))")
+        default: return .serverUnavailable(address: address, reason: "\(error)")
+        }
+    }
+}

@@ -1,0 +1,266 @@
+import Glibc
+import PermanentThread
+import PortMessaging
+
+/// The name operations: one request message each, answered through its `PendingReply`.
+extension NameService {
+    /// A message at the server's port.
+    func receive(_ message: Message, _ pending: PendingReply?) {
+        guard !isShutDown else { return message.discardAttachments() }
+        guard let pending else {
+            // Clients only ask; a one-way message is no request.
+            message.discardAttachments()
+            if let peer = message.peer, let client = clients[peer.id] {
+                disconnect(client, because: "sent a message that is not a request")
+            }
+            return
+        }
+        guard let peer = message.peer, let client = clients[peer.id] else {
+            message.discardAttachments()
+            pending.reply(NameReply.encode(.protocolError("requests come over a connection to the server's address")))
+            return
+        }
+        if let refusal = client.refusal {
+            message.discardAttachments()
+            pending.reply(NameReply.encode(refusal))
+            client.peer.disconnect()
+            return
+        }
+        client.lastActivity = .now
+        guard let operation = NameOperation(rawValue: message.id) else {
+            message.discardAttachments()
+            return refuse(pending, .protocolError("unknown operation \(message.id)"), client)
+        }
+        guard operation == .hello || client.saidHello else {
+            message.discardAttachments()
+            return refuse(pending, .protocolError("say hello (protocol version \(nameProtocolVersion)) first"), client)
+        }
+        var fields = NameFieldReader(message.components)
+        do throws(NameServerError) {
+            try checkAttachments(message, operation)
+            try perform(operation, &fields, client, pending)
+        } catch {
+            message.discardAttachments()
+            refuse(pending, error, client)
+        }
+    }
+
+    /// A register carries one port, a watch one; no request carries anything else.
+    private func checkAttachments(_ message: Message, _ operation: NameOperation) throws(NameServerError) {
+        let ports = message.components.reduce(0) { count, component in if case .port = component { count + 1 } else { count } }
+        let expected = operation == .register || operation == .watch ? 1 : 0
+        let descriptors = message.components.contains { if case .descriptor = $0 { true } else { false } }
+        guard ports == expected, !descriptors, message.replyPort == nil else {
+            throw .protocolError("a \(operation) request carries \(expected) port\(expected == 1 ? "" : "s") and nothing else")
+        }
+    }
+
+    /// Answers `error`, counting it.
+    func refuse(_ pending: PendingReply, _ error: NameServerError, _ client: Client) {
+        statistics.refused(error, pid: client.pid, uid: client.uid)
+        answer(pending, NameReply.encode(error), client)
+    }
+
+    /// Sends `reply` without waiting: a client that has left so much unread that its
+    /// connection takes no more (`policy.maxQueuedBytesPerConnection`, at most the
+    /// connection's own bound) is disconnected rather than waited for.
+    func answer(_ pending: PendingReply, _ reply: Message, _ client: Client) {
+        do {
+            try pending.answer(reply, timeout: .zero)
+        } catch .sendTimedOut {
+            disconnect(client, because: "does not read its replies")
+        } catch .messageTooLarge(let size, let limit) {
+            refuse(pending, .limitExceeded(what: "bytes in one reply (\(size) asked)", limit: limit), client)
+        } catch {
+            // The client is gone: nothing to tell.
+        }
+    }
+
+    private func perform(
+        _ operation: NameOperation, _ fields: inout NameFieldReader, _ client: Client, _ pending: PendingReply
+    ) throws(NameServerError) {
+        let id = client.peer.id
+        switch operation {
+        case .hello:
+            let version = try fields.integer()
+            guard version == nameProtocolVersion else {
+                throw .protocolError("protocol version \(version) asked, this server speaks \(nameProtocolVersion) only")
+            }
+            client.saidHello = true
+            answer(pending, ok([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)]), client)
+
+        case .register:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            let channel = try fields.port()
+            // A trailing scope field: absent for `.host` (and from clients before scopes).
+            let scope = fields.atEnd ? NameScope.host : NameScope(rawValue: try fields.integer())
+            guard let scope else {
+                channel.invalidate()
+                throw .protocolError("unknown name scope")
+            }
+            if scope == .cluster, let holder = directory?.holder(of: name) {
+                channel.invalidate()
+                throw .nameTakenElsewhere(name: name, node: holder.node, ownerPID: holder.pid)
+            }
+            let owner = NameOwner(name: name, pid: client.pid, uid: client.uid)
+            do {
+                try table.register(owner, client: id, channel: channel)
+            } catch {
+                channel.invalidate()
+                throw error
+            }
+            // A registered port that dies takes its name with it.
+            try? channel.onInvalidation(on: loop) { [unowned self] dead in self.channelDied(dead, name: name) }
+            answer(pending, ok([]), client)
+            notifyWatchers(.appeared, owner)
+            if scope == .cluster, let directory {
+                clusterScoped.insert(name)
+                directory.publish(owner)
+            }
+            answerWaiters(for: name)
+
+        case .unregister:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            let holder = try table.unregister(name, client: id)
+            holder.channel?.invalidate()
+            answer(pending, ok([]), client)
+            notifyWatchers(.vanished, holder.owner)
+
+        case .lookup, .owner:
+            let name = try NameRules.decode(try fields.bytes()).get()
+            let wait = min(try fields.integer(), maxLookupWaitMilliseconds)
+            let wantsPort = operation == .lookup
+            if table.holder(of: name) != nil {
+                return answerLookup(of: name, pending, wantsPort: wantsPort, client)
+            }
+            if wantsPort, let directory, let holder = directory.holder(of: name) {
+                // Held on another node: a relaying port, answered from this loop when it is made.
+                let clientID = client.peer.id
+                return directory.remotePort(for: name) { [loop, weak self] port in
+                    do {
+                        try loop.perform { [weak self] in
+                            guard let self, let client = self.clients[clientID] else { return }
+                            self.answerRemoteLookup(of: name, holder: holder, port: port, pending, client)
+                        }
+                    } catch {
+                        _ = pending.refuse()
+                    }
+                }
+            }
+            guard wait > 0 else { throw .notFound(name: name) }
+            try addWaiter(for: name, client, PendingLookup(reply: pending, wantsPort: wantsPort), milliseconds: wait)
+
+        case .list:
+            answer(pending, ok([NameField.owners(table.owners)]), client)
+
+        case .watch:
+            let watchID = try fields.integer()
+            let text = try fields.bytes()
+            let exact = try fields.integer() != 0
+            let watchPort = try fields.port()
+            let filter = WatchFilter(text: try NameRules.decode(text, allowEmpty: !exact).get(), exact: exact)
+            let current: [NameOwner]
+            do {
+                // The snapshot and the subscription in the same callback: no change can fall
+                // between them, and every event goes to the port after the reply is sent.
+                current = try table.watch(watchID, client: id, filter: filter)
+            } catch {
+                watchPort.invalidate()
+                throw error
+            }
+            let key = WatchKey(connectionID: id, watchID: watchID)
+            watchPorts[key] = watchPort
+            try? watchPort.onInvalidation(on: loop) { [unowned self] dead in
+                if self.watchPorts[key] === dead { self.endWatch(key) }
+            }
+            answer(pending, ok([NameField.owners(current)]), client)
+
+        case .unwatch:
+            let watchID = try fields.integer()
+            endWatch(WatchKey(connectionID: id, watchID: watchID))
+            answer(pending, ok([]), client)
+
+        case .status:
+            answer(pending, ok(statistics.fields(counts)), client)
+        }
+    }
+
+    private func ok(_ fields: [MessageComponent]) -> Message {
+        Message(id: NameStatus.ok.rawValue, components: fields)
+    }
+
+    // MARK: Lookups
+
+    /// Answers a lookup of a held name: for `lookup`, the owner's port travels in the reply
+    /// (PortMessaging makes a fresh connection into it for the looker).
+    func answerLookup(of name: String, _ pending: PendingReply, wantsPort: Bool, _ client: Client) {
+        guard let holder = table.holder(of: name), let channel = holder.channel else {
+            return refuse(pending, .notFound(name: name), client)
+        }
+        var fields = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
+        if wantsPort {
+            guard channel.isValid else {
+                channelDied(channel, name: name)
+                return refuse(pending, .notFound(name: name), client)
+            }
+            fields.append(.port(channel))
+        }
+        do {
+            try pending.answer(ok(fields), timeout: .zero)
+        } catch .system(let operation, let errno) where errno == EMFILE || errno == ENFILE {
+            refuse(pending, .serverBusy(address: address, reason: "out of descriptors for a connection to '\(name)' (\(operation))"), client)
+        } catch .peerDied where !channel.isValid {
+            channelDied(channel, name: name)
+            refuse(pending, .notFound(name: name), client)
+        } catch .sendTimedOut {
+            disconnect(client, because: "does not read its replies")
+        } catch {
+            // The looker is gone: nothing to tell.
+        }
+    }
+
+    /// Answers a lookup of a name held on another node with `port`, relaying to its owner
+    /// there (the pid is the owner's, on its node; the uid this server's, whose process
+    /// relays); not found when there is none.
+    private func answerRemoteLookup(
+        of name: String, holder: NameDirectoryHolder, port: SendPort?, _ pending: PendingReply, _ client: Client
+    ) {
+        guard let port, port.isValid else { return refuse(pending, .notFound(name: name), client) }
+        do {
+            try pending.answer(ok([NameField.integer(holder.pid), NameField.integer(serverUID), .port(port)]), timeout: .zero)
+        } catch .sendTimedOut {
+            disconnect(client, because: "does not read its replies")
+        } catch {
+            // The looker is gone: nothing to tell.
+        }
+    }
+
+    /// A registered port died: its name goes, and its watchers are told.
+    func channelDied(_ channel: SendPort, name: String) {
+        guard let holder = table.holder(of: name), holder.channel === channel,
+              let released = try? table.unregister(name, client: holder.client) else { return }
+        notifyWatchers(.vanished, released.owner)
+    }
+
+    private func addWaiter(
+        for name: String, _ client: Client, _ lookup: PendingLookup, milliseconds: UInt64
+    ) throws(NameServerError) {
+        let id = try table.addWaiter(for: name, client: client.peer.id, lookup)
+        let timer = LoopTimer(after: .milliseconds(Int64(milliseconds))) { [unowned self] _ in
+            guard let waiter = self.table.removeWaiter(id), let client = self.clients[waiter.client] else { return }
+            waiter.waiting.end()
+            self.refuse(waiter.waiting.reply, .timedOut(operation: "waiting for '\(waiter.name)'"), client)
+        }
+        lookup.timer = timer
+        try? loop.add(timer, forMode: .default)
+    }
+
+    /// Answers every lookup waiting for `name`, in the order they came.
+    private func answerWaiters(for name: String) {
+        for waiter in table.takeWaiters(for: name) {
+            waiter.waiting.end()
+            guard let client = clients[waiter.client] else { continue }
+            answerLookup(of: name, waiter.waiting.reply, wantsPort: waiter.waiting.wantsPort, client)
+        }
+    }
+}

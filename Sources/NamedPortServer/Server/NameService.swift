@@ -1,0 +1,246 @@
+import Glibc
+import PermanentThread
+import PortMessaging
+
+/// The name server's service on its thread: a listening `ReceivePort` whose requests are
+/// the name operations, and whose peers are the clients.
+///
+/// Single-threaded by design: every change (a register, a client's end, a watch starting)
+/// happens in one callback of the server's loop, so a watch's snapshot and its
+/// subscription are taken together with nothing in between, and a dead client's names are
+/// gone, and its watchers told, before the loop sleeps again.
+// Safety of @unchecked Sendable: every mutable property is read and written only on
+// `loop`'s thread. The entry points are the port's handler and peer observer, the timers,
+// and blocks performed on the loop (`shutdown`, `counts`); all run there. The lets are
+// immutable.
+final class NameService: @unchecked Sendable {
+    // Internal, not private, only so that the service's other file (requests) reaches them.
+    let loop: ThreadLoop
+    let policy: NameServerPolicy
+    let port: ReceivePort
+    let address: String
+    /// Who holds a name on another node, when the server is a cluster's node.
+    let directory: (any NameDirectory)?
+    let serverPID = getpid()
+    let serverUID = UInt32(getuid())
+
+    /// Names, watches and waiting lookups. A client is its peer's id; a registration keeps
+    /// a send port to the owner's port.
+    var table: NameTable<SendPort, PendingLookup>
+    /// Every connected peer, by id (refused ones too, until they are told).
+    var clients: [UInt64: Client] = [:]
+    /// The admitted clients (what the connection limit counts).
+    var admitted = 0
+    /// Where each watch's events go: the port its watcher passed.
+    var watchPorts: [WatchKey: SendPort] = [:]
+    /// The names registered with `.cluster` scope, which the directory published.
+    var clusterScoped: Set<String> = []
+    /// Refusal counters and the event handler.
+    var statistics: ServerStatistics
+    /// Checks the clients' time-outs while any client is connected.
+    var sweepTimer: LoopTimer?
+    var isShutDown = false
+
+    /// One client: its peer, who it is, and where it stands with the time-outs.
+    final class Client {
+        let peer: PortPeer
+        let pid: Int32
+        let uid: UInt32
+        /// Why the client is refused, answered to its first request (then it is disconnected).
+        let refusal: NameServerError?
+        let connected = ContinuousClock.now
+        var saidHello = false
+        var lastActivity = ContinuousClock.now
+
+        init(peer: PortPeer, refusal: NameServerError?) {
+            self.peer = peer
+            pid = peer.credentials?.pid ?? 0
+            uid = peer.credentials.map { UInt32($0.uid) } ?? UInt32.max
+            self.refusal = refusal
+        }
+    }
+
+    init(
+        loop: ThreadLoop, port: ReceivePort, address: String, policy: NameServerPolicy, events: NameServerEventHandler?,
+        directory: (any NameDirectory)? = nil
+    ) {
+        self.loop = loop
+        self.port = port
+        self.address = address
+        self.directory = directory
+        self.policy = policy
+        self.table = NameTable(limits: NameTable.Limits(
+            names: policy.maxNamesPerConnection, watches: policy.maxWatchesPerConnection,
+            waitingLookups: policy.maxWaitingLookupsPerConnection))
+        self.statistics = ServerStatistics(events: events)
+    }
+
+    /// Starts serving: observes the port's peers and schedules it on the loop.
+    func start() throws(NameServerError) {
+        port.observePeers { [unowned self] event in self.peerEvent(event) }
+        do {
+            try port.schedule(on: loop, inModes: [.default]) { [unowned self] message, pending in
+                self.receive(message, pending)
+            }
+        } catch {
+            throw .system(operation: "schedule the name server's port: \(error)", errno: EINVAL)
+        }
+    }
+
+    /// Ends every client and the port. On the loop's thread.
+    func shutdown() {
+        guard !isShutDown else { return }
+        isShutDown = true
+        sweepTimer?.invalidate()
+        sweepTimer = nil
+        let released = table.removeAll()
+        for waiter in released.waiters { waiter.waiting.end() }
+        for holder in released.holders { holder.channel?.invalidate() }
+        for watch in watchPorts.values { watch.invalidate() }
+        watchPorts = [:]
+        clients = [:]
+        admitted = 0
+        port.invalidate()
+    }
+
+    /// Counts of what the server holds, for tests and diagnostics. On the loop's thread.
+    var counts: NameServerCounts {
+        NameServerCounts(
+            connections: admitted, names: table.nameCount, waitingLookups: table.waiterCount, watches: table.watchCount,
+            bufferedRequestBytes: clients.values.reduce(0) { $0 + $1.peer.partialMessageBytes })
+    }
+
+    // MARK: Clients
+
+    private func peerEvent(_ event: PeerEvent) {
+        guard !isShutDown else { return }
+        switch event {
+        case .connected(let peer):
+            let uid = peer.credentials.map { UInt32($0.uid) } ?? UInt32.max
+            var refusal: NameServerError?
+            var reason = ""
+            if !policy.admits(uid) {
+                reason = "uid \(uid) may not use the name server of uid \(serverUID)"
+                refusal = .permissionDenied(reason: reason)
+            } else if admitted >= policy.maxConnections {
+                reason = NameServerError.limitExceeded(what: "connections", limit: policy.maxConnections).description
+                refusal = .serverBusy(address: address, reason: reason)
+            }
+            let client = Client(peer: peer, refusal: refusal)
+            clients[peer.id] = client
+            if refusal != nil {
+                statistics.refusedConnection(pid: client.pid, uid: client.uid, reason: reason)
+            } else {
+                admitted += 1
+                statistics.report(.connectionOpened(pid: client.pid, uid: client.uid))
+            }
+            armSweep()
+        case .disconnected(let peer, _):
+            guard let client = clients.removeValue(forKey: peer.id) else { return }
+            if client.refusal == nil {
+                admitted -= 1
+                statistics.report(.connectionClosed(pid: client.pid, uid: client.uid))
+            }
+            release(client)
+        }
+    }
+
+    /// Forgets what a gone client held: its waiting lookups and watches are dropped, its
+    /// names released in name order and their watchers told.
+    func release(_ client: Client) {
+        let released = table.release(client: client.peer.id)
+        for waiter in released.waiters { waiter.waiting.end() }
+        for key in watchPorts.keys where key.connectionID == client.peer.id {
+            watchPorts.removeValue(forKey: key)?.invalidate()
+        }
+        // Watchers first: telling them is the latency that counts; closing the released
+        // ports' connections costs more, and nothing waits for it.
+        for holder in released.holders { notifyWatchers(.vanished, holder.owner) }
+        for holder in released.holders { holder.channel?.invalidate() }
+    }
+
+    /// Ends `client`'s connection; its names go when the port reports it gone.
+    func disconnect(_ client: Client, because reason: String) {
+        statistics.refusedConnection(pid: client.pid, uid: client.uid, reason: reason)
+        client.peer.disconnect()
+    }
+
+    // MARK: Time-outs
+
+    /// The shortest of the policy's time-outs: the sweep checks four times per it.
+    private var sweepInterval: Duration {
+        [policy.helloTimeout, policy.requestTimeout, policy.idleTimeout ?? policy.helloTimeout].min()! / 4
+    }
+
+    private func armSweep() {
+        guard sweepTimer == nil else { return }
+        let timer = LoopTimer(after: sweepInterval) { [unowned self] _ in
+            self.sweepTimer = nil
+            self.sweep()
+        }
+        sweepTimer = timer
+        try? loop.add(timer, forMode: .default)
+    }
+
+    /// Ends the clients past a time-out: no hello in time, a request begun and not
+    /// finished in time, idle (holding nothing) for too long when the policy says so.
+    private func sweep() {
+        let now = ContinuousClock.now
+        for client in Array(clients.values) {
+            if !client.saidHello, now - client.connected >= policy.helloTimeout {
+                disconnect(client, because: "did not say hello within \(policy.helloTimeout)")
+            } else if let since = client.peer.partialMessageSince, now - since >= policy.requestTimeout {
+                disconnect(client, because: "did not finish a request within \(policy.requestTimeout)")
+            } else if let idle = policy.idleTimeout, client.saidHello, !table.holdsSomething(client.peer.id),
+                      now - client.lastActivity >= idle {
+                disconnect(client, because: "was idle for \(idle)")
+            }
+        }
+        if !clients.isEmpty { armSweep() }
+    }
+
+    // MARK: Watches
+
+    /// Tells every watch that sees `owner.name` of the change. A watch whose port does not
+    /// take the event at once (its watcher far behind, or gone) ends: its port is closed,
+    /// which the watcher sees as its watch's end, never as a gap.
+    func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
+        statistics.report(notice == .appeared ? .nameRegistered(owner) : .nameReleased(owner))
+        if notice == .vanished, clusterScoped.remove(owner.name) != nil { directory?.withdraw(owner) }
+        let event = Message(id: notice.rawValue, components: [NameField.string(owner.name), NameField.integer(owner.pid), NameField.integer(owner.uid)])
+        for key in table.watchers(of: owner.name) {
+            guard let port = watchPorts[key] else { continue }
+            do {
+                try port.send(event, timeout: .zero)
+            } catch {
+                endWatch(key)
+            }
+        }
+    }
+
+    /// Ends a watch from the server's side (its port failed or died).
+    func endWatch(_ key: WatchKey) {
+        table.unwatch(key.watchID, client: key.connectionID)
+        watchPorts.removeValue(forKey: key)?.invalidate()
+    }
+}
+
+/// What a waiting lookup keeps until it is answered: the reply it owes, and the timer that
+/// ends the wait. Touched only on the server's thread.
+final class PendingLookup {
+    let reply: PendingReply
+    /// `lookup` wants a connection to the owner; `owner` only the owner's identity.
+    let wantsPort: Bool
+    var timer: LoopTimer?
+
+    init(reply: PendingReply, wantsPort: Bool) {
+        self.reply = reply
+        self.wantsPort = wantsPort
+    }
+
+    /// Stops the timer; the reply, unanswered, tells the requester no reply comes.
+    func end() {
+        timer?.invalidate()
+        timer = nil
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import PermanentThread
+
+/// A client of an etcd v3 server through its JSON gateway (`/v3/kv/*`, `/v3/lease/*`,
+/// `/v3/watch`) over plain HTTP/1.1: the cluster's directory.
+///
+/// ```swift
+/// let etcd = try EtcdClient(endpoint: "http://127.0.0.1:2379")
+/// let lease = try etcd.grantLease(ttl: 5)
+/// switch try etcd.create("portkit/names/db", value: owner, lease: lease.id) {
+/// case .created: break                       // the name is ours, cluster-wide
+/// case .taken(let holder): print(holder)     // someone else's, since holder.createRevision
+/// }
+/// _ = try etcd.keepAlive(lease.id)           // well within the lease's time to live
+/// ```
+///
+/// Every call blocks its thread until etcd answers, for at most `timeout`. Calls from several
+/// threads take turns on one kept-alive connection; a watch has a connection of its own.
+/// Keys are UTF-8 strings; etcd's 64-bit integers (revisions, lease ids) are `Int64`.
+public final class EtcdClient: Sendable {
+    /// The endpoint, `http://HOST:PORT`.
+    public let endpoint: String
+    /// How long a call waits for etcd.
+    public let timeout: Duration
+    let host: String
+    let port: UInt16
+    private let connection: Locked<HTTPConnection>
+
+    /// A client of the etcd server at `endpoint` (`http://HOST:PORT`; `HOST` a name, an IPv4
+    /// address or a bracketed IPv6 one). Connects on the first call.
+    /// - Throws: `.invalidEndpoint`.
+    public init(endpoint: String, timeout: Duration = .seconds(5)) throws(DirectoryError) {
+        guard endpoint.hasPrefix("http://") else { throw .invalidEndpoint(endpoint) }
+        var rest = endpoint.dropFirst("http://".count)
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]), port != 0 else {
+            throw .invalidEndpoint(endpoint)
+        }
+        var host = String(rest[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw .invalidEndpoint(endpoint) }
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.host = host
+        self.port = port
+        connection = Locked(HTTPConnection(host: host, port: port))
+    }
+
+    // MARK: Keys
+
+    /// The entry at `key`, and the directory's revision when it was read.
+    public func get(_ key: String) throws(DirectoryError) -> (entry: DirectoryEntry?, revision: Int64) {
+        let answer = try call("/v3/kv/range", ["key": Self.base64(key)])
+        return (try Self.entries(answer["kvs"]).first, try Self.revision(answer))
+    }
+
+    /// Every entry whose key begins with `prefix`, in key order, and the directory's
+    /// revision when they were read (a watch from the next revision misses nothing).
+    public func list(prefix: String) throws(DirectoryError) -> (entries: [DirectoryEntry], revision: Int64) {
+        let answer = try call("/v3/kv/range", ["key": Self.base64(prefix), "range_end": Self.prefixEnd(prefix)])
+        return (try Self.entries(answer["kvs"]), try Self.revision(answer))
+    }
+
+    /// Sets `key` to `value`, on `lease` (0: none); the revision of the change.
+    @discardableResult
+    public func put(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> Int64 {
+        var request: [String: Any] = ["key": Self.base64(key), "value": Data(value).base64EncodedString()]
+        if lease != 0 { request["lease"] = String(lease) }
+        return try Self.revision(try call("/v3/kv/put", request))
+    }
+
+    /// Creates `key` with `value` on `lease` only if no one holds it (one transaction on
+    /// the key's create revision): what makes a name unique in the cluster.
+    public func create(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> DirectoryClaim {
+        var put: [String: Any] = ["key": Self.base64(key), "value": Data(value).base64EncodedString()]
+        if lease != 0 { put["lease"] = String(lease) }
+        let answer = try call("/v3/kv/txn", [
+            "compare": [["key": Self.base64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"]],
+            "success": [["request_put": put]],
+            "failure": [["request_range": ["key": Self.base64(key)]]],
+        ])
+        if answer["succeeded"] as? Bool == true { return .created(revision: try Self.revision(answer)) }
+        let responses = answer["responses"] as? [[String: Any]] ?? []
+        let range = responses.first?["response_range"] as? [String: Any]
+        guard let holder = try Self.entries(range?["kvs"]).first else {
+            // Deleted between the compare and the range: free again; the caller may retry.
+            throw .refused(code: 10, message: "the key changed during the claim; try again")
+        }
+        return .taken(holder)
+    }
+
+    /// Deletes `key`; whether it was there.
+    @discardableResult
+    public func delete(_ key: String) throws(DirectoryError) -> Bool {
+        let answer = try call("/v3/kv/deleterange", ["key": Self.base64(key)])
+        return Self.int64(answer["deleted"]) ?? 0 > 0
+    }
+
+    /// Deletes `key` only while it is on `lease` (another node's key of the same name is
+    /// left alone); whether it was deleted.
+    @discardableResult
+    public func delete(_ key: String, ifOnLease lease: Int64) throws(DirectoryError) -> Bool {
+        let answer = try call("/v3/kv/txn", [
+            "compare": [["key": Self.base64(key), "target": "LEASE", "result": "EQUAL", "lease": String(lease)]],
+            "success": [["request_delete_range": ["key": Self.base64(key)]]],
+        ])
+        return answer["succeeded"] as? Bool == true
+    }
+
+    // MARK: Leases
+
+    /// A new lease of `ttl` seconds.
+    public func grantLease(ttl: Int) throws(DirectoryError) -> DirectoryLease {
+        let answer = try call("/v3/lease/grant", ["TTL": String(ttl)])
+        guard let id = Self.int64(answer["ID"]), let granted = Self.int64(answer["TTL"]) else {
+            throw .malformedAnswer("a lease grant without ID and TTL")
+        }
+        return DirectoryLease(id: id, ttl: Int(granted))
+    }
+
+    /// Renews `lease`; its time to live from now, in seconds.
+    /// - Throws: `.leaseNotFound` when it has expired or was revoked (its keys are gone).
+    @discardableResult
+    public func keepAlive(_ lease: Int64) throws(DirectoryError) -> Int {
+        let answer = try call("/v3/lease/keepalive", ["ID": String(lease)])
+        // The gateway streams keep-alive answers: one message, `result`.
+        let result = answer["result"] as? [String: Any] ?? answer
+        guard let ttl = Self.int64(result["TTL"]), ttl > 0 else { throw .leaseNotFound(lease) }
+        return Int(ttl)
+    }
+
+    /// Revokes `lease`: every key on it is deleted at once.
+    public func revoke(_ lease: Int64) throws(DirectoryError) {
+        _ = try call("/v3/lease/revoke", ["ID": String(lease)])
+    }
+
+    // MARK: Watching
+
+    /// Watches every key that begins with `prefix`, from `revision` (a `list`'s revision
+    /// plus one gives its entries' changes with no gap).
+    public func watch(prefix: String, fromRevision revision: Int64) throws(DirectoryError) -> EtcdWatch {
+        try EtcdWatch(client: self, prefix: prefix, fromRevision: revision)
+    }
+
+    // MARK: The gateway
+
+    /// POSTs `request` to `path`; the answer's JSON object.
+    func call(_ path: String, _ request: [String: Any]) throws(DirectoryError) -> [String: Any] {
+        let body = try Self.encode(request)
+        let deadline = ContinuousClock.now + timeout
+        let response = try connection.withLock { (http) throws(DirectoryError) -> HTTPConnection.Response in
+            do throws(HTTPFailure) { return try http.post(path, body: body, deadline: deadline) } catch {
+                throw .unavailable(endpoint: endpoint, reason: error.description)
+            }
+        }
+        let object = try Self.decode(response.body)
+        if response.status != 200 || object["error"] != nil {
+            let text = object["message"] as? String ?? object["error"] as? String ?? "HTTP status \(response.status)"
+            let code = Int(Self.int64(object["code"]) ?? 2)
+            if text.contains("requested lease not found"), let lease = Self.int64(request["ID"]) ?? Self.int64(request["lease"]) {
+                throw .leaseNotFound(lease)
+            }
+            throw .refused(code: code, message: text)
+        }
+        return object
+    }
+
+    static func encode(_ object: [String: Any]) throws(DirectoryError) -> [UInt8] {
+        do { return Array(try JSONSerialization.data(withJSONObject: object)) } catch {
+            throw .malformedAnswer("a request that does not encode: \(error)")
+        }
+    }
+
+    static func decode(_ bytes: [UInt8]) throws(DirectoryError) -> [String: Any] {
+        let parsed: Any
+        do { parsed = try JSONSerialization.jsonObject(with: Data(bytes)) } catch {
+            throw .malformedAnswer("not JSON: \(String(decoding: bytes.prefix(80), as: UTF8.self).debugDescription)")
+        }
+        guard let object = parsed as? [String: Any] else { throw .malformedAnswer("not a JSON object") }
+        return object
+    }
+
+    static func base64(_ text: String) -> String { Data(text.utf8).base64EncodedString() }
+
+    /// The end of the range of keys that begin with `prefix` (etcd's `range_end`): the
+    /// prefix with its last byte below 0xFF raised by one; every key for an empty prefix.
+    static func prefixEnd(_ prefix: String) -> String {
+        var bytes = Array(prefix.utf8)
+        while let last = bytes.last, last == 0xFF { bytes.removeLast() }
+        guard !bytes.isEmpty else { return Data([0]).base64EncodedString() }
+        bytes[bytes.count - 1] += 1
+        return Data(bytes).base64EncodedString()
+    }
+
+    /// An etcd 64-bit integer: a JSON string (or a number).
+    static func int64(_ value: Any?) -> Int64? {
+        if let text = value as? String { return Int64(text) }
+        if let number = value as? NSNumber { return number.int64Value }
+        return nil
+    }
+
+    static func revision(_ answer: [String: Any]) throws(DirectoryError) -> Int64 {
+        guard let header = answer["header"] as? [String: Any], let revision = int64(header["revision"]) else {
+            throw .malformedAnswer("an answer without a revision")
+        }
+        return revision
+    }
+
+    static func entry(_ value: Any?) throws(DirectoryError) -> DirectoryEntry {
+        guard let kv = value as? [String: Any], let keyText = kv["key"] as? String, let key = Data(base64Encoded: keyText) else {
+            throw .malformedAnswer("a key-value without a key")
+        }
+        let bytes = (kv["value"] as? String).flatMap { Data(base64Encoded: $0) } ?? Data()
+        return DirectoryEntry(
+            key: String(decoding: key, as: UTF8.self), value: Array(bytes),
+            createRevision: int64(kv["create_revision"]) ?? 0, modRevision: int64(kv["mod_revision"]) ?? 0,
+            lease: int64(kv["lease"]) ?? 0)
+    }
+
+    static func entries(_ value: Any?) throws(DirectoryError) -> [DirectoryEntry] {
+        guard let list = value as? [Any] else { return [] }
+        var result: [DirectoryEntry] = []
+        for item in list { result.append(try entry(item)) }
+        return result
+    }
+}

@@ -1,0 +1,125 @@
+/// A watch on every key under a prefix: each change from a revision on, in revision order,
+/// none missed and none twice, across reconnections to etcd.
+///
+/// ```swift
+/// let (entries, revision) = try etcd.list(prefix: "portkit/names/")
+/// let watch = try etcd.watch(prefix: "portkit/names/", fromRevision: revision + 1)
+/// while true {
+///     for change in try watch.next(timeout: .seconds(1)) { apply(change) }
+/// }
+/// ```
+///
+/// When the stream breaks (etcd restarted, the network went), `next` throws
+/// `.unavailable`; the next call opens the stream again from `nextRevision`, the revision
+/// after the last change it returned, which etcd's watch guarantees gives the rest with no
+/// gap (unless that revision has been compacted away: `.compacted`).
+///
+/// One thread at a time uses a watch; it holds a connection of its own.
+public final class EtcdWatch {
+    /// The prefix watched.
+    public let prefix: String
+    /// The revision the watch goes on from: one past the last change `next` returned.
+    public private(set) var nextRevision: Int64
+    private let endpoint: String
+    private let http: HTTPConnection
+    private let timeout: Duration
+    private var streaming = false
+
+    init(client: EtcdClient, prefix: String, fromRevision revision: Int64) throws(DirectoryError) {
+        self.prefix = prefix
+        nextRevision = revision
+        endpoint = client.endpoint
+        timeout = client.timeout
+        http = HTTPConnection(host: client.host, port: client.port)
+        try open()
+    }
+
+    deinit { http.close() }
+
+    /// The socket the watch reads, while its stream is open: a loop may wait for it to be
+    /// readable and then call `next(timeout: .zero)`.
+    public var descriptor: CInt? { streaming ? http.descriptor : nil }
+
+    /// Stops watching (the connection closes); a later `next` opens the stream again.
+    public func cancel() {
+        http.close()
+        streaming = false
+    }
+
+    /// The changes that came, waiting up to `timeout` for the first; empty when none came.
+    /// - Throws: `.unavailable` when the stream broke or cannot be opened again (call again
+    ///   later: it resumes from `nextRevision`), `.compacted`, `.malformedAnswer`.
+    public func next(timeout wait: Duration) throws(DirectoryError) -> [DirectoryChange] {
+        if !streaming { try open() }
+        let deadline = ContinuousClock.now + wait
+        while true {
+            let message: [UInt8]?
+            do { message = try http.nextMessage(deadline: deadline) } catch {
+                cancel()
+                throw .unavailable(endpoint: endpoint, reason: error.description)
+            }
+            guard let message else { return [] }
+            let changes = try read(message)
+            if !changes.isEmpty { return changes }
+        }
+    }
+
+    // MARK: The stream
+
+    private func open() throws(DirectoryError) {
+        let request: [String: Any] = ["create_request": [
+            "key": EtcdClient.base64(prefix), "range_end": EtcdClient.prefixEnd(prefix),
+            "start_revision": String(nextRevision),
+        ]]
+        let body = try EtcdClient.encode(request)
+        let deadline = ContinuousClock.now + timeout
+        do {
+            let status = try http.startStream("/v3/watch", body: body, deadline: deadline)
+            guard status == 200 else {
+                http.close()
+                throw DirectoryError.refused(code: 2, message: "watch: HTTP status \(status)")
+            }
+            // The first message says the watch was created.
+            guard let first = try http.nextMessage(deadline: deadline) else {
+                http.close()
+                throw DirectoryError.unavailable(endpoint: endpoint, reason: "the watch was not created in time")
+            }
+            streaming = true
+            _ = try read(first)
+        } catch let error as DirectoryError {
+            throw error
+        } catch let error as HTTPFailure {
+            http.close()
+            throw .unavailable(endpoint: endpoint, reason: error.description)
+        } catch {
+            http.close()
+            throw .unavailable(endpoint: endpoint, reason: "\(error)")
+        }
+    }
+
+    /// The changes one stream message carries (none for a creation or progress message).
+    private func read(_ message: [UInt8]) throws(DirectoryError) -> [DirectoryChange] {
+        let object = try EtcdClient.decode(message)
+        if let error = object["error"] as? [String: Any] {
+            cancel()
+            throw .refused(code: Int(EtcdClient.int64(error["code"]) ?? 2), message: error["message"] as? String ?? "watch failed")
+        }
+        guard let result = object["result"] as? [String: Any] else { throw .malformedAnswer("a watch message without a result") }
+        if result["canceled"] as? Bool == true {
+            cancel()
+            if let oldest = EtcdClient.int64(result["compact_revision"]), oldest > 0 { throw .compacted(oldestRevision: oldest) }
+            throw .refused(code: 1, message: result["cancel_reason"] as? String ?? "the watch was cancelled")
+        }
+        var changes: [DirectoryChange] = []
+        for event in result["events"] as? [[String: Any]] ?? [] {
+            let entry = try EtcdClient.entry(event["kv"])
+            if event["type"] as? String == "DELETE" {
+                changes.append(.delete(key: entry.key, revision: entry.modRevision))
+            } else {
+                changes.append(.put(entry))
+            }
+            nextRevision = max(nextRevision, entry.modRevision + 1)
+        }
+        return changes
+    }
+}

@@ -1,0 +1,33 @@
+import NamedPortServer
+
+/// A node as the `NameDirectory` of a name server on its host: the names registered there
+/// with `.cluster` scope are published on the node's lease, with the node's gateway.
+extension ClusterNode {
+    /// Publishes the names a name server of this node publishes with `address`, where the
+    /// node's gateway takes connections (`ClusterGateway.address`), so that other nodes
+    /// can reach them. Names already published keep the address they had.
+    public func advertise(gatewayAddress address: String) {
+        state.withLock { $0.gatewayAddress = address }
+    }
+
+    /// Publishes `owner`'s name, registered at a name server of this node with
+    /// `.cluster` scope, without waiting (`publishInBackground`): a name another node
+    /// claimed in the same instant is reported as `ClusterEvent.lost`.
+    public func publish(_ owner: NameOwner) {
+        let address = state.withLock { $0.gatewayAddress }
+        publishInBackground(owner.name, owner: ClusterOwner(node: node, pid: owner.pid, address: address))
+    }
+
+    /// Whether this node holds `name` for the cluster, or will publish it once the
+    /// directory answers: what its gateway may open for other hosts. Unlike `owner(of:)`,
+    /// which is the mirror's word (and may trail this node's own publication), this is the
+    /// node's own.
+    public func holdsForCluster(_ name: String) -> Bool {
+        state.withLock { $0.mine[name] != nil }
+    }
+
+    /// Withdraws `owner`'s name, released at a name server of this node, without waiting.
+    public func withdraw(_ owner: NameOwner) {
+        withdrawInBackground(owner.name)
+    }
+}

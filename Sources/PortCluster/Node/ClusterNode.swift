@@ -1,0 +1,211 @@
+import Glibc
+import NamedPortServer
+import PermanentThread
+
+/// A node's link to the cluster's directory: publishes this node's names on its lease,
+/// renews the lease, and mirrors every node's names through a watch.
+///
+/// ```swift
+/// let node = try ClusterNode(directory: "http://10.0.0.5:2379", node: "web-1", leaseTTL: 5)
+/// node.onEvent { event in print(event) }           // on the node's thread
+/// switch try node.publish("db", owner: ClusterOwner(node: "web-1", pid: getpid())) {
+/// case .published: break
+/// case .taken(let owner): print("db is", owner)
+/// case .pending: break                              // the directory is down: published when back
+/// }
+/// node.owner(of: "cache")                           // any node's name, from the mirror
+/// ```
+///
+/// The node works on a permanent thread of its own, where every directory call is made (a
+/// call waits at most the client's timeout, so a directory that is down never holds up
+/// the caller's loop). Its link is a state machine: down (retrying with backoff, 100 ms
+/// doubling to 2 s) or up on a lease, renewed every third of its time to live. When the
+/// link comes up, or a lease is found expired (the node was paused past its time to
+/// live), the node takes a lease, reads every name (the mirror, diffed against what it
+/// had, so watchers see only what changed), publishes its own names again (reporting any
+/// another node took meanwhile, `ClusterEvent.lost`) and watches from the revision after
+/// its read: no change is missed or seen twice.
+public final class ClusterNode: NameDirectory, Sendable {
+    /// The node's name.
+    public let node: String
+    /// The key prefix names live under, `portkit/names/` by default.
+    public let prefix: String
+    /// The lease's time to live, in seconds: how long the node's names outlive the node.
+    public let leaseTTL: Int
+    let etcd: EtcdClient
+    let thread: PermanentThread
+    let state = Locked(State())
+    /// The ports to names on other nodes handed to this host's programs.
+    let remotes = RemoteRelays()
+
+    /// The link to the directory.
+    enum Link {
+        /// Not connected: never yet (`nil`), or since this error.
+        case down(DirectoryError?)
+        /// Connected, the node's names on this lease, the mirror kept by this watch.
+        case up(lease: DirectoryLease, watch: EtcdWatch, source: DescriptorSource)
+    }
+
+    /// Everything the node keeps (under `state`'s lock; changed on the node's thread).
+    struct State {
+        var link: Link = .down(nil)
+        /// The lease of the last link, tried again before a new one is granted.
+        var lastLease: Int64?
+        /// The names this node holds, or will publish once the directory is back.
+        var mine: [String: ClusterOwner] = [:]
+        /// Every node's names, as the watch last said.
+        var mirror: [String: ClusterOwner] = [:]
+        var handlers: [@Sendable (ClusterEvent) -> Void] = []
+        var retryDelay: Duration = ClusterNode.firstRetry
+        var closed = false
+        /// Where this node's gateway takes connections, published with every name a name
+        /// server of the node publishes (empty: no gateway).
+        var gatewayAddress = ""
+    }
+
+    /// The key prefix names live under unless a node is given another.
+    public static let defaultPrefix = "portkit/names/"
+
+    static let firstRetry: Duration = .milliseconds(100)
+    static let lastRetry: Duration = .seconds(2)
+
+    /// Starts a node named `node` on the directory at `directory` (an etcd endpoint,
+    /// `http://HOST:PORT`). It connects at once, and keeps trying while the directory is
+    /// down: check `isConnected`, or wait for `ClusterEvent.directoryUp`.
+    /// - Throws: `.invalidEndpoint`.
+    public init(
+        directory: String, node: String, prefix: String = ClusterNode.defaultPrefix, leaseTTL: Int = 5,
+        timeout: Duration = .seconds(2)
+    ) throws(DirectoryError) {
+        etcd = try EtcdClient(endpoint: directory, timeout: timeout)
+        self.node = node
+        self.prefix = prefix
+        self.leaseTTL = max(leaseTTL, 2)
+        thread = PermanentThread(name: "portkit.cluster")
+        do { try thread.run() } catch { throw .unavailable(endpoint: directory, reason: "the node's thread: \(error)") }
+        try? thread.execute(label: "cluster connect") { [self] in connect() }
+        let renew = LoopTimer(after: .seconds(self.leaseTTL) / 3, repeating: .seconds(self.leaseTTL) / 3) { [weak self] _ in
+            self?.renew()
+        }
+        try? thread.execute(label: "cluster renew") { [thread] in try? thread.loop?.add(renew, forMode: .common) }
+    }
+
+    deinit { close() }
+
+    /// Withdraws this node's names (revoking its lease) and stops its thread.
+    public func close() {
+        let wasOpen = state.withLock { state -> Bool in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        guard wasOpen else { return }
+        remotes.close()
+        _ = try? thread.sync(label: "cluster close") {
+            if case .up(let lease, _, _) = replaceLink(with: .down(nil)) { try? etcd.revoke(lease.id) }
+        }
+        thread.stop()
+    }
+
+    // MARK: Names
+
+    /// Publishes `name` as `owner`'s, cluster-wide (unique: one transaction on the key's
+    /// creation). While the directory is down the name is kept and published when it is
+    /// back; how that goes is a `ClusterEvent`.
+    public func publish(_ name: String, owner: ClusterOwner) -> ClusterPublication {
+        onThread { publishHere(name, owner: owner) } ?? .pending(.unavailable(endpoint: etcd.endpoint, reason: "the node is closed"))
+    }
+
+    /// `publish` without waiting: for a caller that must not block (a name server's event
+    /// handler). The outcome is an event: `.published(name)`, or `.lost(name, to:)` when
+    /// another node holds it; while the directory is down, the publication waits for it.
+    public func publishInBackground(_ name: String, owner: ClusterOwner) {
+        try? thread.execute(label: "cluster publish") { [self] in
+            switch publishHere(name, owner: owner) {
+            case .published: report(.published(name))
+            case .taken(let other): report(.lost(name, to: other))
+            case .pending: break
+            }
+        }
+    }
+
+    /// Withdraws `name`, if this node holds it.
+    public func withdraw(_ name: String) {
+        _ = onThread { withdrawHere(name) }
+    }
+
+    /// `withdraw` without waiting.
+    public func withdrawInBackground(_ name: String) {
+        try? thread.execute(label: "cluster withdraw") { [self] in withdrawHere(name) }
+    }
+
+    private func publishHere(_ name: String, owner: ClusterOwner) -> ClusterPublication {
+        let link = state.withLock { state -> Link in
+            state.mine[name] = owner
+            return state.link
+        }
+        guard case .up(let lease, _, _) = link else {
+            if case .down(let reason?) = link { return .pending(reason) }
+            return .pending(.unavailable(endpoint: etcd.endpoint, reason: "connecting"))
+        }
+        do throws(DirectoryError) {
+            return try claim(name, owner: owner, lease: lease.id)
+        } catch {
+            linkLost(error)
+            return .pending(error)
+        }
+    }
+
+    private func withdrawHere(_ name: String) {
+        let link = state.withLock { state -> Link? in state.mine.removeValue(forKey: name) == nil ? nil : state.link }
+        guard case .up(let lease, _, _)? = link else { return }
+        do throws(DirectoryError) { try etcd.delete(prefix + name, ifOnLease: lease.id) } catch { linkLost(error) }
+    }
+
+    /// Who holds `name` in the cluster, as this node's mirror says (any node's name).
+    public func owner(of name: String) -> ClusterOwner? { state.withLock { $0.mirror[name] } }
+
+    /// Who holds `name` on another node, as this node's mirror says: what a name server
+    /// on this node asks before it registers a name (`NameDirectory`).
+    public func holder(of name: String) -> NameDirectoryHolder? {
+        guard let owner = owner(of: name), owner.node != node else { return nil }
+        return NameDirectoryHolder(node: owner.node, pid: owner.pid)
+    }
+
+    /// Every name in the cluster and its owner, as this node's mirror says.
+    public var names: [String: ClusterOwner] { state.withLock { $0.mirror } }
+
+    /// Whether the link to the directory is up.
+    public var isConnected: Bool {
+        state.withLock { if case .up = $0.link { true } else { false } }
+    }
+
+    /// Calls `handler` on the node's thread with every later event.
+    public func onEvent(_ handler: @escaping @Sendable (ClusterEvent) -> Void) {
+        state.withLock { $0.handlers.append(handler) }
+    }
+
+    // MARK: On the node's thread
+
+    /// Runs `work` on the node's thread and waits for it; `nil` once the node is closed.
+    private func onThread<T>(_ work: () -> T) -> T? {
+        guard !state.withLock({ $0.closed }) else { return nil }
+        return try? thread.sync(label: "cluster call", work)
+    }
+
+    func report(_ event: ClusterEvent) {
+        for handler in state.withLock({ $0.handlers }) { handler(event) }
+    }
+
+    /// Claims `name` on `lease`: published, or taken by another lease's holder.
+    func claim(_ name: String, owner: ClusterOwner, lease: Int64) throws(DirectoryError) -> ClusterPublication {
+        switch try etcd.create(prefix + name, value: owner.directoryValue, lease: lease) {
+        case .created:
+            return .published
+        case .taken(let holder) where holder.lease == lease:
+            return .published  // ours already (published before the link went down)
+        case .taken(let holder):
+            state.withLock { _ = $0.mine.removeValue(forKey: name) }
+            return .taken(by: ClusterOwner(directoryValue: holder.value) ?? ClusterOwner(node: "?", pid: 0))
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import PermanentThread
+
+extension SendPort {
+    /// Sends a request and suspends the calling task until its reply
+    /// (CFMessagePortSendRequest, without parking a thread): the receiving port's handler,
+    /// or its consumer through `ReceivedMessage.reply`, answers it.
+    ///
+    /// No thread waits for the reply. It is handed to the task by the loop that reads it:
+    /// the receiving port's loop in-process; for a connection to another process, the loop
+    /// of the port the connection is bound to, else one shared thread of the process
+    /// (`portkit-replies`, started by the first async request that needs it), which then
+    /// reads that connection from then on. The receive timeout is a timer on that loop.
+    ///
+    /// **Cancellation.** Cancelling the task ends the wait at once (within the cancelling
+    /// thread's call) with `PortError.cancelled`; a task cancelled before the call sends
+    /// nothing. A reply that comes after the wait ended is dropped (its descriptors closed):
+    /// each request waits for its own reply only, so it never reaches a later request on the
+    /// same port. Sending itself is as `request`'s: while the receiver is full, the call
+    /// waits for room up to `sendTimeout`, blocking its thread, and cancellation does not end
+    /// that wait.
+    /// - Parameters:
+    ///   - message: the request to send.
+    ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
+    ///   - receiveTimeout: how long to wait for the reply once sent; `nil` as long as it takes.
+    /// - Throws: `.cancelled` (the task was cancelled), and what the blocking
+    ///   `request(_:sendTimeout:receiveTimeout:)` throws: `.sendTimedOut`,
+    ///   `.receiveTimedOut`, `.noReply`, `.peerDied`, `.invalidPort`, `.messageTooLarge`;
+    ///   `.system` when the shared reply thread cannot be started.
+    public func request(
+        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
+    ) async throws(PortError) -> Message {
+        if Task.isCancelled { throw .cancelled }
+        try checkValid()
+        let start = ContinuousClock.now
+        let sendDeadline = sendTimeout.map { start + $0 }
+        let waiter = AsyncReply()
+        switch route {
+        case .local(let port):
+            let copy = try Self.localCopy(of: message, limit: port.maxMessageBytes)
+            try port.enqueue(.init(message: copy, reply: ReplySlot(waiter: waiter)), deadline: sendDeadline)
+            Self.timeOut(waiter, after: receiveTimeout, from: .now, on: { port.scheduledLoop })
+            return try await waiter.outcome().get()
+        case .connection(let connection):
+            let sequence = connection.beginRequest(waiter: waiter)
+            defer { connection.endRequest(sequence) }
+            let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
+            // The receive timeout counts from when the request is sent.
+            let sent = waited ? ContinuousClock.now : start
+            Self.timeOut(waiter, after: receiveTimeout, from: sent, on: { () throws(PortError) in try connection.replyLoop() })
+            return try await waiter.outcome().get()
+        }
+    }
+
+    /// Arms `waiter`'s receive timeout on the loop that `loop` names (starting what reads
+    /// the reply); if that fails, the wait ends at once with the failure.
+    static func timeOut(
+        _ waiter: AsyncReply, after timeout: Duration?, from sent: ContinuousClock.Instant,
+        on loop: () throws(PortError) -> ThreadLoop?
+    ) {
+        do {
+            try waiter.timeOut(at: timeout.map { sent + $0 }, on: try loop())
+        } catch {
+            waiter.finish(.failure(error))
+        }
+    }
+}
+
+extension ReceivePort {
+    /// The loop the port is scheduled on, if it is.
+    var scheduledLoop: ThreadLoop? { state.withLock { $0.schedule?.loop } }
+}

@@ -1,0 +1,76 @@
+import PermanentThread
+
+extension SendPort {
+    /// Sends a request and returns at once; `completion` is called with its reply, or with
+    /// why there is none, exactly once. For code that answers from a loop and must not wait
+    /// there (a relay that passes requests on and their replies back, say): no thread and
+    /// no task waits for the reply.
+    ///
+    /// `completion` runs on the thread that brings the outcome, as the async
+    /// `request(_:sendTimeout:receiveTimeout:)`'s task is resumed: the loop that read the
+    /// reply (the receiving port's in-process; over a connection, the loop of the port it
+    /// is bound to, else the shared `portkit-replies` thread), the loop whose timer ended
+    /// the wait, or the thread that closed the connection. Keep it short, and never wait
+    /// in it for another reply.
+    ///
+    /// Sending is as the blocking `request`'s: while the receiver is full, the call waits
+    /// for room up to `sendTimeout`, blocking its thread.
+    /// - Parameters:
+    ///   - message: the request to send.
+    ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
+    ///   - receiveTimeout: how long to wait for the reply once sent; `nil` as long as it
+    ///     takes. Its end calls `completion` with `.receiveTimedOut`.
+    ///   - completion: given the reply, or `.receiveTimedOut`, `.noReply`, `.peerDied`.
+    /// - Throws: when the request could not be sent (then `completion` is never called):
+    ///   `.sendTimedOut`, `.peerDied`, `.invalidPort`, `.messageTooLarge`,
+    ///   `.cannotCrossHosts`; `.system` when the shared reply thread cannot be started.
+    public func request(
+        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10),
+        completion: @escaping @Sendable (Result<Message, PortError>) -> Void
+    ) throws(PortError) {
+        try checkValid()
+        let start = ContinuousClock.now
+        let sendDeadline = sendTimeout.map { start + $0 }
+        switch route {
+        case .local(let port):
+            let waiter = AsyncReply(handler: completion)
+            let copy = try Self.localCopy(of: message, limit: port.maxMessageBytes)
+            try port.enqueue(.init(message: copy, reply: ReplySlot(waiter: waiter)), deadline: sendDeadline)
+            Self.timeOut(waiter, after: receiveTimeout, from: .now, on: { port.scheduledLoop })
+        case .connection(let connection):
+            // The request's entry in the connection's table goes once its outcome is in.
+            let sequence = Locked<UInt64>(0)
+            let waiter = AsyncReply { outcome in
+                connection.endRequest(sequence.withLock { $0 })
+                completion(outcome)
+            }
+            let registered = connection.beginRequest(waiter: waiter)
+            sequence.withLock { $0 = registered }
+            let waited: Bool
+            do { waited = try write(message, kind: .request, sequence: registered, on: connection, deadline: sendDeadline) } catch {
+                connection.endRequest(registered)
+                // Unless the connection's close has handed `completion` its failure already.
+                if waiter.abandon() { throw error }
+                return
+            }
+            let sent = waited ? ContinuousClock.now : start
+            Self.timeOut(waiter, after: receiveTimeout, from: sent, on: { () throws(PortError) in try connection.replyLoop() })
+        }
+    }
+}
+
+extension SendPort {
+    /// Has `loop` read the replies to this port's async and completion-handler requests,
+    /// instead of the process's shared `portkit-replies` thread: a completion handler then
+    /// runs on `loop`, and code that answers from that loop (a relay passing replies back)
+    /// saves a thread's wake-up per request. Call it before the first such request; once
+    /// a loop reads the replies, it keeps doing so. Nothing to do for an in-process port
+    /// (its receiving port's loop hands the replies over) or for a port whose connection a
+    /// receive port reads already.
+    /// - Throws: `.invalidPort`; `.system` when the connection cannot be watched.
+    public func readReplies(on loop: ThreadLoop) throws(PortError) {
+        try checkValid()
+        guard case .connection(let connection) = route else { return }
+        try connection.readReplies(on: loop)
+    }
+}

@@ -1,0 +1,150 @@
+import Glibc
+import PermanentThread
+
+/// One async request's wait for its reply: a suspended task (or a completion handler),
+/// resumed (called) exactly once by whichever comes first of its reply (or refusal), its
+/// receive timeout, its task's cancellation, or its connection's close. No thread waits:
+/// the thread that brings the outcome (the loop that read the reply, the loop whose timer
+/// fired, the cancelling thread) resumes the task.
+///
+///     pending ──continuation kept──▶ parked ──outcome──▶ over (resumed with it)
+///        │
+///        └──outcome first──▶ early ──continuation kept──▶ over (resumed at once)
+///
+///     handler ──outcome──▶ over (the handler called with it)
+final class AsyncReply: Sendable {
+    typealias Outcome = Result<Message, PortError>
+
+    private enum Phase {
+        /// Neither the task's continuation nor an outcome is in yet.
+        case pending
+        /// The task is suspended on this continuation.
+        case parked(CheckedContinuation<Outcome, Never>)
+        /// The outcome came before the task suspended.
+        case early(Outcome)
+        /// A completion handler waits instead of a task (`SendPort.request(_:…:completion:)`).
+        case handler(@Sendable (Outcome) -> Void)
+        /// The task was resumed (or is about to be, with the early outcome).
+        case over
+    }
+
+    private let phase: Locked<Phase>
+    /// The receive timeout's timer, invalidated when the wait ends otherwise.
+    private let timer = Locked<LoopTimer?>(nil)
+
+    /// A wait for a task, which `outcome()` suspends.
+    init() { phase = Locked(.pending) }
+
+    /// A wait that calls `handler` with the outcome, on the thread that brings it.
+    init(handler: @escaping @Sendable (Outcome) -> Void) { phase = Locked(.handler(handler)) }
+
+    /// Ends the wait with `outcome`; false (nothing done) when it had ended already, in which
+    /// case a reply in `outcome` is the caller's to discard.
+    @discardableResult
+    func finish(_ outcome: Outcome) -> Bool {
+        enum Resume {
+            case none, task(CheckedContinuation<Outcome, Never>), handler(@Sendable (Outcome) -> Void)
+        }
+        let (won, resume) = phase.withLock { phase -> (Bool, Resume) in
+            switch phase {
+            case .pending:
+                phase = .early(outcome)
+                return (true, .none)
+            case .parked(let continuation):
+                phase = .over
+                return (true, .task(continuation))
+            case .handler(let handler):
+                phase = .over
+                return (true, .handler(handler))
+            case .early, .over:
+                return (false, .none)
+            }
+        }
+        guard won else { return false }
+        timer.withLock { $0.take() }?.invalidate()
+        switch resume {
+        case .none: break
+        case .task(let continuation): continuation.resume(returning: outcome)
+        case .handler(let handler): handler(outcome)
+        }
+        return true
+    }
+
+    /// Ends the wait with no outcome (the request was never sent): false when an outcome
+    /// came first, and was handed over.
+    func abandon() -> Bool {
+        phase.withLock { phase -> Bool in
+            switch phase {
+            case .over: return false
+            default:
+                phase = .over
+                return true
+            }
+        }
+    }
+
+    /// Whether the wait has an outcome already.
+    private var isFinished: Bool {
+        phase.withLock { phase in
+            switch phase {
+            case .pending, .parked, .handler: false
+            case .early, .over: true
+            }
+        }
+    }
+
+    /// Ends the wait with `receiveTimedOut` at `deadline` (none: never), by a timer on
+    /// `loop`, else on the shared reply loop (when `loop` is `nil` or has ended).
+    func timeOut(at deadline: ContinuousClock.Instant?, on loop: ThreadLoop?) throws(PortError) {
+        guard let deadline else { return }
+        let timer = LoopTimer(fireAt: deadline) { [self] _ in finish(.failure(.receiveTimedOut)) }
+        self.timer.withLock { $0 = timer }
+        if (try? loop?.add(timer, forMode: .common)) == nil {
+            let shared = try SharedReplyLoop.loop()
+            do { try shared.add(timer, forMode: .common) } catch { throw .invalidPort }
+        }
+        // Ended meanwhile, before the timer was kept: nothing else will invalidate it.
+        if isFinished { self.timer.withLock { $0.take() }?.invalidate() }
+    }
+
+    /// Suspends the calling task until the wait ends, and returns how. Cancelling the task
+    /// ends it at once with `cancelled`.
+    func outcome() async -> Outcome {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+                let early = phase.withLock { phase -> Outcome? in
+                    guard case .early(let outcome) = phase else {
+                        phase = .parked(continuation)
+                        return nil
+                    }
+                    phase = .over
+                    return outcome
+                }
+                if let early { continuation.resume(returning: early) }
+            }
+        } onCancel: {
+            finish(.failure(.cancelled))
+        }
+    }
+}
+
+/// The loop that serves async waits no other loop serves: it reads the replies of
+/// connections that no port's loop reads, and it runs receive timeouts. One permanent
+/// thread for the whole process, started by the first async request that needs it, and
+/// kept for the life of the process (idle, it sleeps in the kernel). The layers above use
+/// it for the same job: a name watch iterated by a task has its port here.
+package enum SharedReplyLoop {
+    /// The thread, or `nil` when it could not be started.
+    private static let thread: PermanentThread? = {
+        let thread = PermanentThread(name: "portkit-replies")
+        do { try thread.run() } catch { return nil }
+        return thread
+    }()
+
+    /// The shared loop, started on first use.
+    /// - Throws: `.system` when its thread cannot be started.
+    package static func loop() throws(PortError) -> ThreadLoop {
+        guard let loop = thread?.loop else { throw .system(operation: "start the reply thread", errno: EAGAIN) }
+        return loop
+    }
+}

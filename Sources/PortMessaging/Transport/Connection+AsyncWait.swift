@@ -1,0 +1,93 @@
+import Glibc
+import PermanentThread
+
+extension Connection {
+    // MARK: Async waits
+
+    /// The loop that hands this connection's replies to async requests: the loop its port
+    /// is bound to, which reads it already; else (an unbound connection, as `connect(to:)`
+    /// or a lookup gives) the shared reply loop, which from the first async request on
+    /// reads the connection for good — then blocked requesters on it wait to be handed
+    /// their replies too, instead of reading themselves.
+    /// - Throws: `.system` when the shared reply loop cannot be started, or the connection
+    ///   cannot be watched (out of descriptors).
+    func replyLoop() throws(PortError) -> ThreadLoop {
+        if let loop = life.withLock({ $0.loop }) { return loop }
+        if let chosen = replies.withLock({ $0.readerLoop }) { return chosen }
+        let shared = try SharedReplyLoop.loop()
+        return try readReplies(on: shared)
+    }
+
+    /// Makes `loop` the one that reads this unbound connection's replies from now on
+    /// (unless another loop does already: then that one, which is returned).
+    /// - Throws: `.system` when the connection cannot be watched (out of descriptors).
+    @discardableResult
+    func readReplies(on loop: ThreadLoop) throws(PortError) -> ThreadLoop {
+        if let bound = life.withLock({ $0.loop }) { return bound }
+        let (start, reader) = replies.withLock { table -> (Bool, ThreadLoop) in
+            if let chosen = table.readerLoop { return (false, chosen) }
+            table.readerLoop = loop
+            return (startsLoopReader(&table), loop)
+        }
+        if start { try startLoopReader(on: reader) }
+        return reader
+    }
+
+    /// Whether the loop reader starts now: not while a blocked requester reads (it hands
+    /// over as it leaves: its reads hand every reply over meanwhile).
+    private func startsLoopReader(_ table: inout RequestTable) -> Bool {
+        guard !table.loopReads else { return false }
+        guard !table.readerActive else {
+            table.wantsLoopReader = true
+            return false
+        }
+        table.readerActive = true
+        table.loopReads = true
+        return true
+    }
+
+    /// Reads the connection on its reply loop from now on: a readable-only source on a
+    /// duplicate of its descriptor (closed with the connection, like a hang-up watcher's).
+    /// On failure, requesters read again themselves.
+    func startSharedReader() throws(PortError) {
+        guard let loop = replies.withLock({ $0.readerLoop }) else { return }
+        try startLoopReader(on: loop)
+    }
+
+    private func startLoopReader(on loop: ThreadLoop) throws(PortError) {
+        do throws(PortError) {
+            try watchDuplicate(on: loop, events: .readable) { [weak self] source, _ in
+                guard let self else { return source.invalidate() }
+                self.sharedLoopCanRead(source)
+            }
+        } catch {
+            replies.withLock { table in
+                table.loopReads = false
+                table.readerActive = false
+                table.readerLoop = nil
+            }
+            replies.broadcast()
+            throw error
+        }
+    }
+
+    /// Called by the shared reply loop when the connection is readable: replies go to their
+    /// requests; other frames are dropped, as a blocked requester's read drops them. A
+    /// connection bound to a port since is read by the port's loop: this source stops.
+    private func sharedLoopCanRead(_ source: DescriptorSource) {
+        guard life.withLock({ $0.handler == nil }) else { return source.invalidate() }
+        _ = readAvailable(maxChunks: 16, takeUnbound)
+    }
+
+    /// Hands what was read on an unbound connection over: replies and refusals to their
+    /// requests; nothing else receives here (messages are dropped, their descriptors closed).
+    func takeUnbound(_ delivery: Delivery) {
+        switch delivery {
+        case .reply(let sequence, let message): complete(sequence, with: .success(message))
+        case .refused(let sequence): complete(sequence, with: .failure(.noReply))
+        case .incoming(_, _, let message): discard(message)
+        case .adopt(let socket): try? socket.close()
+        case .limits(let bytes): peerMaxMessageBytes.store(bytes, ordering: .relaxed)
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Glibc
+import PermanentThread
+
+extension Connection {
+    // MARK: Life and close
+
+    /// A connection's life: open (perhaps bound to a port's loop) until `close`, then
+    /// closed, for good, with the reason its requests and close handlers are given. The
+    /// descriptors outlive `.open` until the last thread using them leaves (`gate`).
+    enum Life {
+        case open(Open)
+        case closed(PortError)
+
+        /// The binding, while open and bound: one retain, nothing copied (reading it is on
+        /// every readable pass).
+        var binding: Binding? {
+            switch self {
+            case .open(let open): open.binding
+            case .closed: nil
+            }
+        }
+
+        /// The bound port's handler, while open and bound.
+        var handler: ReceivePort.Handler? { binding?.handler }
+
+        /// The bound port (if it still exists), while open and bound.
+        var port: ReceivePort? { binding?.port }
+
+        /// The loop that reads the connection, while open and bound.
+        var loop: ThreadLoop? { binding?.loop }
+
+        /// Runs `change` on the open state in place (its arrays are not copied: the enum lets
+        /// go of them while `change` runs); `nil` once closed.
+        mutating func changeOpen<R>(_ change: (inout Open) -> R) -> R? {
+            guard case .open(var open) = self else { return nil }
+            self = .closed(.invalidPort)
+            defer { self = .open(open) }
+            return change(&open)
+        }
+    }
+
+    /// What an open connection holds: its binding, and what its close must run and remove.
+    struct Open {
+        /// Set once, when a port takes the connection.
+        var binding: Binding?
+        var closedHandlers: [@Sendable (PortError) -> Void] = []
+        var watchers: [Watcher] = []
+    }
+
+    /// A connection bound to a receive port: the loop that reads it, through `source`, and
+    /// the port's handler.
+    final class Binding: Sendable {
+        /// Weak: the port owns its connections, not the other way round.
+        weak let port: ReceivePort?
+        /// The port's handler (fixed once the port is scheduled).
+        let handler: ReceivePort.Handler
+        let loop: ThreadLoop
+        let source: DescriptorSource
+
+        init(port: ReceivePort, handler: ReceivePort.Handler, loop: ThreadLoop, source: DescriptorSource) {
+            self.port = port
+            self.handler = handler
+            self.loop = loop
+            self.source = source
+        }
+    }
+
+    /// Runs `handler` once when the connection closes (at once if it is closed already).
+    func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
+        let closedAlready = life.withLock { life -> PortError? in
+            if life.changeOpen({ $0.closedHandlers.append(handler) }) != nil { return nil }
+            guard case .closed(let reason) = life else { return nil }
+            return reason
+        }
+        if let closedAlready { handler(closedAlready) }
+    }
+
+    /// Closes the connection once: waiters, blocked or async, fail with `reason` (recorded before any writer can
+    /// see the connection closed, so a send racing the peer's death fails with `peerDied`),
+    /// close handlers run, the bound source is removed, and the descriptors are closed by the
+    /// last thread using them (on the bound loop's thread, after its source is removed, so a
+    /// reused descriptor number is never deregistered or written to by mistake).
+    func close(_ reason: PortError) {
+        var waiters: [AsyncReply] = []
+        let taken = life.withLock { life -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
+            guard case .open(let open) = life else { return nil }
+            replies.withLock { table in
+                if table.failure == nil { table.failure = reason }
+                waiters = table.asyncWaiters
+            }
+            // The port and its handler are let go here, under the lock, as the binding ends.
+            let result = (open.binding?.source, open.binding?.loop, open.closedHandlers, open.watchers)
+            life = .closed(reason)
+            openFlag.store(false, ordering: .releasing)
+            return result
+        }
+        guard let (source, loop, handlers, watchers) = taken else { return }
+        replies.broadcast()
+        let failure = closedError
+        for waiter in waiters { waiter.finish(.failure(failure)) }
+        // The close handlers first: they tell others (a server its watchers), which is the
+        // latency that counts; removing sources and closing descriptors costs more and
+        // nothing waits for it.
+        for handler in handlers { handler(reason) }
+        for watcher in watchers {
+            Self.onLoopThread(watcher.loop) {
+                watcher.source.invalidate()
+                try? watcher.descriptor.close()
+            }
+        }
+        if let source {
+            if let loop { Self.onLoopThread(loop) { source.invalidate() } } else { source.invalidate() }
+        }
+        let medium = self.medium
+        let finish: @Sendable ([CInt]) -> Void = { pending in
+            // Again, in case the last user was the loop's own thread, ahead of the block above.
+            source?.invalidate()
+            medium.closeDescriptors()
+            FileDescriptor.close(pending)
+        }
+        var releasing = finish
+        if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
+        release.withLock { [releasing] in $0 = releasing }
+        // Wake any thread blocked on the socket (a writer waiting for room, a reader), then
+        // close the gate: the last user out, maybe this call, releases the descriptors.
+        _ = withDescriptors {
+            writeFD.shutdown()
+            _ = gate.close()
+        }
+        discardQueued()
+    }
+
+    /// Releases the descriptors, once: the connection is closed and no one uses them.
+    func releaseDescriptors() {
+        guard let work = release.withLock({ $0.take() }) else { return }
+        let pending = inbound.withLock { state in
+            defer { state.descriptors = [] }
+            return state.descriptors
+        }
+        work(pending)
+    }
+
+    /// Runs `work` on `loop`'s thread (now, if that is this thread; inline if the loop has
+    /// ended, when nothing can race with it any more).
+    static func onLoopThread(_ loop: ThreadLoop, _ work: @escaping @Sendable () -> Void) {
+        if loop.isCurrent || (try? loop.perform(label: "close connection", work)) == nil { work() }
+    }
+}

@@ -1,0 +1,266 @@
+import Glibc
+import PermanentThread
+
+extension Connection {
+    // MARK: Frames in
+
+    /// The size of the read buffer: the most one read takes.
+    static let readChunk = 256 * 1024
+
+    /// What to do with each complete message read.
+    enum Delivery {
+        case reply(UInt64, Message)
+        case incoming(WireKind, UInt64, Message)
+        case adopt(FileDescriptor)
+        /// The peer's port accepts messages of up to this many bytes.
+        case limits(Int)
+        /// The request with this sequence number gets no reply.
+        case refused(UInt64)
+    }
+
+    /// The deliveries of one read: the first inline (a read usually brings one frame), the
+    /// others in an array made only when there are others.
+    private struct Deliveries {
+        var first: Delivery?
+        var rest: [Delivery] = []
+
+        mutating func append(_ delivery: Delivery) {
+            if case .none = first, rest.isEmpty { first = delivery } else { rest.append(delivery) }
+        }
+
+        /// Hands each delivery to `deliver`, in order, and empties the batch (keeping the
+        /// array's capacity).
+        mutating func drain(_ deliver: (Delivery) -> Void) {
+            guard let head = first.take() else { return }
+            deliver(head)
+            guard !rest.isEmpty else { return }
+            for index in rest.indices { deliver(rest[index]) }
+            rest.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// What one read came to.
+    private enum ReadOutcome {
+        /// Nothing was there to read (or, for a waiting read, nothing came in time).
+        case empty
+        /// Nothing more to read now.
+        case drained
+        /// The buffer was filled: there may be more.
+        case more
+        /// The peer closed or the stream broke: close the connection with this reason.
+        case closed(PortError)
+    }
+
+    /// How a run of reads ended.
+    enum ReadEnd {
+        /// The first read found nothing: nothing was delivered.
+        case nothingArrived
+        /// Frames (or parts of one) were read, and nothing more is there now.
+        case drained
+        /// The peer closed or the stream broke; the connection is closed.
+        case closed
+    }
+
+    /// Reads what is available and turns it into deliveries, handed to `deliver` outside
+    /// every lock. The reads never block, except the first when `waitingFirst` (only after
+    /// `prepareWaitingReads()` returned true): it waits up to the socket's receive timeout.
+    /// On `.closed`, the frames before the break were delivered. `stop` is asked after each
+    /// read that filled the buffer: true ends the run there (what is left stays unread).
+    func readAvailable(
+        maxChunks: Int, waitingFirst: Bool = false, until stop: () -> Bool = { false }, _ deliver: (Delivery) -> Void
+    ) -> ReadEnd {
+        var batch = Deliveries()
+        defer {
+            // The array of a many-frame read goes back for the next one.
+            if batch.rest.capacity > 0 {
+                inbound.withLock { state in
+                    if state.spareDeliveries.capacity < batch.rest.capacity { swap(&state.spareDeliveries, &batch.rest) }
+                }
+            }
+        }
+        for chunk in 0..<maxChunks {
+            let waiting = waitingFirst && chunk == 0
+            let outcome = withDescriptors {
+                inbound.withLock { state in readOnce(&state, into: &batch, waiting: waiting) }
+            } ?? .closed(closedError)
+            batch.drain(deliver)
+            switch outcome {
+            case .more:
+                if stop() { return .drained }
+                continue
+            case .empty: return chunk == 0 ? .nothingArrived : .drained
+            case .drained: return .drained
+            case .closed(let reason):
+                close(reason)
+                return .closed
+            }
+        }
+        return .drained
+    }
+
+    /// One read, and the frames it completes decoded into `batch`. Frames that lie whole in
+    /// the read buffer are decoded from it directly (no copy, the header parsed once); only
+    /// a frame split across reads goes through the splitter.
+    private func readOnce(_ state: inout Inbound, into batch: inout Deliveries, waiting: Bool) -> ReadOutcome {
+        let buffer: UnsafeMutableRawBufferPointer
+        if let kept = state.buffer {
+            buffer = kept
+        } else {
+            buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
+            state.buffer = buffer
+        }
+        let got = medium.readSome(into: buffer, &state, waiting: waiting)
+        let count: Int
+        switch got {
+        case .success(let bytes): count = bytes
+        case .failure(.wouldBlock): return .empty
+        case .failure(let error): return .closed(PortError(connection: "receive", error))
+        }
+        if count == 0 { return .closed(.peerDied) }
+        let bytes = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+        if batch.rest.capacity == 0 && state.spareDeliveries.capacity > 0 {
+            swap(&batch.rest, &state.spareDeliveries)
+        }
+        do throws(PortError) {
+            if state.splitter.bufferedByteCount == 0 {
+                var offset = 0
+                while offset < count {
+                    let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+                    guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
+                    let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
+                    batch.append(try decode(frame, header, takingFrom: &state.descriptors, sender: state.sender, peer: state.peer))
+                    offset += header.frameLength
+                }
+                // A frame begun but not ended waits in the splitter for the next read.
+                if offset < count { state.splitter.append(UnsafeRawBufferPointer(rebasing: bytes[offset...])) }
+            } else {
+                state.splitter.append(bytes)
+                while let frame = try nextFrame(&state.splitter) {
+                    let result = frame.withUnsafeBytes { raw in
+                        Result { () throws(PortError) -> Delivery in
+                            guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
+                            return try decode(raw, header, takingFrom: &state.descriptors, sender: state.sender, peer: state.peer)
+                        }
+                    }
+                    batch.append(try result.get())
+                }
+            }
+        } catch {
+            return .closed(error)
+        }
+        // Descriptors come with the first byte of the frame that claims them: with no frame
+        // begun, any left over were claimed by none (a peer that would make this side hold
+        // descriptors for ever).
+        if !state.descriptors.isEmpty && state.splitter.bufferedByteCount == 0 {
+            return .closed(.malformed("\(state.descriptors.count) descriptors that no frame claims"))
+        }
+        if let peer = state.peer {
+            // A frame begun and not finished: its peer knows since when (a server ends a
+            // client that leaves one half sent). Told only as that changes.
+            let buffered = state.splitter.bufferedByteCount
+            if buffered > 0 || state.partialNoted {
+                peer.notePartialMessage(bytes: buffered)
+                state.partialNoted = buffered > 0
+            }
+        }
+        return count < buffer.count ? .drained : .more
+    }
+
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer) throws(PortError) -> WireHeader? {
+        do { return try WireHeader.parse(bytes, limits: limits) } catch { throw .malformed(error.description) }
+    }
+
+    private func nextFrame(_ splitter: inout WireFrameSplitter) throws(PortError) -> [UInt8]? {
+        do { return try splitter.nextFrame() } catch { throw .malformed(error.description) }
+    }
+
+    /// Decodes one whole frame whose header is parsed, taking the descriptors it announces
+    /// from the front of `pending` (descriptors arrive in frame order).
+    private func decode(
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom pending: inout [CInt], sender: SenderCredentials?,
+        peer: PortPeer?
+    ) throws(PortError) -> Delivery {
+        let count = header.descriptorCount
+        guard count <= pending.count else {
+            throw .malformed("frame announces \(count) descriptors, \(pending.count) arrived")
+        }
+        var descriptors: [CInt] = []
+        if count > 0 {
+            descriptors = Array(pending.prefix(count))
+            pending.removeFirst(count)
+        }
+        let limits = self.limits
+        let components: [MessageComponent]
+        do throws(WireError) {
+            if descriptors.isEmpty {
+                // Bytes only (the usual frame): components made as they are read.
+                components = try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
+                    WireMapping.component(from: $0, descriptors: [], limits: limits)
+                }
+            } else {
+                // Descriptors are taken over only once the whole frame has proved valid.
+                let wire = try WireCodec.decodeComponents(frame, header: header, descriptorCount: descriptors.count) { $0 }
+                if header.kind == .adoptConnection {
+                    if descriptors.count == 1 { return .adopt(FileDescriptor(rawValue: descriptors[0])) }
+                    components = []
+                } else {
+                    components = wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) }
+                }
+            }
+        } catch {
+            FileDescriptor.close(descriptors)
+            throw .malformed(error.description)
+        }
+        if header.kind == .adoptConnection {
+            FileDescriptor.close(descriptors)
+            throw .malformed("adopt-connection frame without exactly one descriptor")
+        }
+        if header.kind == .limits || header.kind == .noReply {
+            guard components.isEmpty, descriptors.isEmpty else {
+                FileDescriptor.close(descriptors)
+                throw .malformed("a \(header.kind) frame carries nothing but its header")
+            }
+            return header.kind == .limits ? .limits(Int(header.id)) : .refused(header.sequence)
+        }
+        let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
+        var message = Message(id: header.id, components: components, replyPort: replyPort)
+        message.sender = sender
+        message.peer = peer
+        return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
+    }
+
+    /// Called by the loop when a bound connection is readable.
+    func loopCanRead() {
+        let handler = life.withLock { $0.handler }
+        // A port's iteration that holds as much as it may stops the reading after this read
+        // (its source is out of the loop's modes by then).
+        let stream = handler?.stream
+        _ = readAvailable(maxChunks: 16, until: { stream.map { $0.room == 0 } ?? false }) { delivery in
+            deliver(delivery, handler: handler)
+        }
+    }
+
+    /// Hands a delivery to the bound port's `handler` (`nil` once the connection is no
+    /// longer bound: then it is dropped, its descriptors closed); replies go to their
+    /// waiter. The port itself is reached only for a check-in or an adopted connection.
+    func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
+        switch delivery {
+        case .reply(let sequence, let message): complete(sequence, with: .success(message))
+        case .refused(let sequence): complete(sequence, with: .failure(.noReply))
+        case .incoming(let kind, let sequence, let message):
+            guard let handler else { return discard(message) }
+            ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
+                self.life.withLock { $0.port }
+            }
+        case .adopt(let socket):
+            if let port = life.withLock({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
+        case .limits(let bytes):
+            peerMaxMessageBytes.store(bytes, ordering: .relaxed)
+        }
+    }
+
+    /// Closes the descriptors of a message no one will receive.
+    func discard(_ message: Message) {
+        FileDescriptor.close(message.descriptors)
+    }
+}

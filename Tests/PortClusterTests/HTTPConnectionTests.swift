@@ -1,0 +1,90 @@
+import Dispatch
+import Glibc
+import PermanentThread
+@testable import PortCluster
+import Testing
+
+/// The HTTP/1.1 client against a scripted server: answers cut at awkward places.
+@Suite("Cluster: HTTP/1.1 answers read in pieces")
+struct HTTPConnectionTests {
+    /// A one-connection server on loopback that reads one request, then writes `parts`,
+    /// waiting for `go` before each part after the first.
+    private final class ScriptedServer: @unchecked Sendable {
+        // Safety of @unchecked Sendable: `listener` and `port` are set in init and only
+        // read after; the semaphore is thread-safe.
+        let listener: FileDescriptor
+        let port: UInt16
+        let go = DispatchSemaphore(value: 0)
+
+        init(parts: [String]) throws {
+            let address = try TCPSocket.resolve("127.0.0.1", port: 0).first!
+            (listener, port) = try TCPSocket.listen(at: address)
+            let listener = self.listener
+            DispatchQueue.global().async { [go] in
+                guard try! listener.poll(CShort(POLLIN), timeout: .seconds(60)) != 0,
+                      let socket = try! TCPSocket.accept(listener) else { return }
+                defer { try? socket.close() }
+                var request: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !String(decoding: request, as: UTF8.self).contains("\r\n\r\n{}") {
+                    _ = try? socket.poll(CShort(POLLIN), timeout: .seconds(60))
+                    let count = (try? buffer.withUnsafeMutableBytes { try socket.read(into: $0) }) ?? 0
+                    if count <= 0 { return }
+                    request += buffer[..<count]
+                }
+                for (index, part) in parts.enumerated() {
+                    if index > 0 { go.wait() }
+                    _ = Array(part.utf8).withUnsafeBytes { try? socket.send($0) }
+                }
+            }
+        }
+
+        deinit { try? listener.close() }
+    }
+
+    @Test func aStreamCutInsideItsChunksYieldsWholeMessagesInOrder() throws {
+        let server = try ScriptedServer(parts: [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + "10\r\n{\"a\":1}\n{\"b\"",
+            ":2}\n\r\n",  // the rest of the first chunk
+            "8\r\n{\"c\":",  // half a chunk
+            "3}\n\r\n0\r\n\r\n",
+        ])
+        let http = HTTPConnection(host: "127.0.0.1", port: server.port)
+        #expect(try http.startStream("/v3/watch", body: Array("{}".utf8), deadline: .now + .seconds(30)) == 200)
+        var messages: [String] = []
+        var timeouts = 0
+        let deadline = ContinuousClock.now + .seconds(60)
+        while messages.count < 3, ContinuousClock.now < deadline {
+            if let message = try http.nextMessage(deadline: .now + .milliseconds(100)) {
+                messages.append(String(decoding: message, as: UTF8.self))
+            } else {
+                // Nothing whole came in time: the server may send its next part.
+                timeouts += 1
+                server.go.signal()
+            }
+        }
+        #expect(messages == ["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"])
+        #expect(timeouts >= 2)  // two waits ended inside a chunk, and lost nothing
+        #expect {
+            _ = try http.nextMessage(deadline: .now + .seconds(30))
+        } throws: { error in
+            if case HTTPFailure.broken = error { true } else { false }
+        }
+    }
+
+    @Test func anAnswerWithALengthIsReadWholeAndAMalformedOneIsRefused() throws {
+        let server = try ScriptedServer(parts: ["HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"])
+        let http = HTTPConnection(host: "127.0.0.1", port: server.port)
+        let response = try http.post("/v3/kv/range", body: Array("{}".utf8), deadline: .now + .seconds(30))
+        #expect(response.status == 200)
+        #expect(String(decoding: response.body, as: UTF8.self) == "{\"ok\":true}")
+
+        let bad = try ScriptedServer(parts: ["SMTP ready\r\n\r\n"])
+        let other = HTTPConnection(host: "127.0.0.1", port: bad.port)
+        #expect {
+            _ = try other.post("/v3/kv/range", body: Array("{}".utf8), deadline: .now + .seconds(30))
+        } throws: { error in
+            if case HTTPFailure.malformed = error { true } else { false }
+        }
+    }
+}
