@@ -41,19 +41,18 @@ func step(_ ok: Bool, _ line: String) {
 let prefix = "portkit-example/\(getpid())/"
 let east: ClusterNode
 let west: ClusterNode
+/// Every event of either node, from its first connection on (on the node's thread).
+let wakeWaiters: @Sendable (ClusterEvent) -> Void = { _ in
+    changed.lock()
+    changed.broadcast()
+    changed.unlock()
+}
 do {
-    east = try ClusterNode(directory: endpoint, node: "east", prefix: prefix, leaseTTL: 5)
-    west = try ClusterNode(directory: endpoint, node: "west", prefix: prefix, leaseTTL: 5)
+    east = try ClusterNode(directory: endpoint, node: "east", prefix: prefix, leaseTTL: 5, onEvent: wakeWaiters)
+    west = try ClusterNode(directory: endpoint, node: "west", prefix: prefix, leaseTTL: 5, onEvent: wakeWaiters)
 } catch {
     print("cluster-two-nodes: \(error)")
     exit(2)
-}
-for node in [east, west] {
-    node.onEvent { _ in
-        changed.lock()
-        changed.broadcast()
-        changed.unlock()
-    }
 }
 step(waitUntil { east.isConnected && west.isConnected }, "east and west joined the directory at \(endpoint)")
 

@@ -31,7 +31,15 @@ struct ClusterLink: Sendable {
     /// - Throws: `DirectoryError.invalidEndpoint`; the gateway's `PortError` (an address
     ///   in use, plain TCP on an address that is not loopback).
     init(endpoint: String, nodeName: String, leaseTTL: Int, listen: PortAddress?, tls: ClusterTLS?, log: DaemonLog) throws {
-        node = try ClusterNode(directory: endpoint, node: nodeName, leaseTTL: leaseTTL)
+        node = try ClusterNode(directory: endpoint, node: nodeName, leaseTTL: leaseTTL) { event in
+            switch event {
+            case .directoryUp: log.line(.notice, "cluster: the directory at \(endpoint) answers; node \(nodeName) publishes its names")
+            case .directoryDown(let error): log.line(.warning, "cluster: \(error); names here keep working, and are published when it is back")
+            case .published(let name): log.line(.info, "cluster: published \(name)")
+            case .lost(let name, let owner): log.line(.warning, "cluster: \(name) is held by \(owner); it is registered on this node only")
+            case .ownerChanged(let name, let owner): log.line(.debug, "cluster: \(name) \(owner.map { "held by \($0)" } ?? "released")")
+            }
+        }
         let security: TCPSecurity = tls.map { .secured(by: $0) } ?? .plainLoopbackOnly
         // A lookup here of a name held on another node gets a port relaying to its owner.
         node.reachOtherNodes(security: security)
@@ -47,15 +55,6 @@ struct ClusterLink: Sendable {
             gateway = made
         } else {
             gateway = nil
-        }
-        node.onEvent { event in
-            switch event {
-            case .directoryUp: log.line(.notice, "cluster: the directory at \(endpoint) answers; node \(nodeName) publishes its names")
-            case .directoryDown(let error): log.line(.warning, "cluster: \(error); names here keep working, and are published when it is back")
-            case .published(let name): log.line(.info, "cluster: published \(name)")
-            case .lost(let name, let owner): log.line(.warning, "cluster: \(name) is held by \(owner); it is registered on this node only")
-            case .ownerChanged(let name, let owner): log.line(.debug, "cluster: \(name) \(owner.map { "held by \($0)" } ?? "released")")
-            }
         }
     }
 }

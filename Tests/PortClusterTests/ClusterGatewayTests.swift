@@ -126,12 +126,11 @@ struct ClusterCallTests {
         let etcd = try EtcdServer()
         let a = try PortnamedNode("a", etcd: etcd, listen: "127.0.0.1:0")
         let owner = try a.serve("echo", echo: true)
-        let caller = try ClusterNode(directory: etcd.endpoint, node: "b")
-        defer { caller.close() }
         let changes = Recorder<String>()
-        caller.onEvent { event in
+        let caller = try ClusterNode(directory: etcd.endpoint, node: "b") { event in
             if case .ownerChanged("echo", let holder) = event { changes.append(holder.map { "+\($0.node) \($0.pid)" } ?? "-") }
         }
+        defer { caller.close() }
         #expect(eventually(timeout: .seconds(60)) { caller.owner(of: "echo")?.address == a.gateway?.description })
 
         let port = try caller.connect(toName: "echo", security: .plainLoopbackOnly)

@@ -9,9 +9,8 @@ import Testing
 @Suite("Cluster: nodes publishing names on etcd", .enabled(if: EtcdServer.testsRun, "etcd is not installed (apt-get install etcd-server)"))
 struct ClusterNodeTests {
     private func connectedNode(_ etcd: EtcdServer, _ name: String, ttl: Int = 5) throws -> (ClusterNode, Recorder<ClusterEvent>) {
-        let node = try ClusterNode(directory: etcd.endpoint, node: name, leaseTTL: ttl)
         let events = Recorder<ClusterEvent>()
-        node.onEvent { events.append($0) }
+        let node = try ClusterNode(directory: etcd.endpoint, node: name, leaseTTL: ttl) { events.append($0) }
         #expect(eventually(timeout: .seconds(60)) { node.isConnected }, "node \(name) did not connect")
         return (node, events)
     }

@@ -12,18 +12,19 @@ let clusterNode: Scenario = { arguments in
         return 2
     }
     let node: ClusterNode
-    do { node = try ClusterNode(directory: arguments[0], node: arguments[1], leaseTTL: ttl) } catch {
+    do {
+        node = try ClusterNode(directory: arguments[0], node: arguments[1], leaseTTL: ttl) { event in
+            switch event {
+            case .directoryUp: say("up")
+            case .directoryDown: say("down")
+            case .published(let name): say("published \(name)")
+            case .lost(let name, let owner): say("lost \(name) \(owner.node)")
+            case .ownerChanged(let name, let owner): say("owner \(name) \(owner?.node ?? "-")")
+            }
+        }
+    } catch {
         say("error \(error)")
         return 1
-    }
-    node.onEvent { event in
-        switch event {
-        case .directoryUp: say("up")
-        case .directoryDown: say("down")
-        case .published(let name): say("published \(name)")
-        case .lost(let name, let owner): say("lost \(name) \(owner.node)")
-        case .ownerChanged(let name, let owner): say("owner \(name) \(owner?.node ?? "-")")
-        }
     }
     while let line = readLine() {
         let words = line.split(separator: " ").map(String.init)

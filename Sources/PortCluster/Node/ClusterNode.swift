@@ -6,8 +6,9 @@ import PermanentThread
 /// renews the lease, and mirrors every node's names through a watch.
 ///
 /// ```swift
-/// let node = try ClusterNode(directory: "http://10.0.0.5:2379", node: "web-1", leaseTTL: 5)
-/// node.onEvent { event in print(event) }           // on the node's thread
+/// let node = try ClusterNode(directory: "http://10.0.0.5:2379", node: "web-1", leaseTTL: 5) { event in
+///     print(event)                                  // every event, on the node's thread
+/// }
 /// switch try node.publish("db", owner: ClusterOwner(node: "web-1", pid: getpid())) {
 /// case .published: break
 /// case .taken(let owner): print("db is", owner)
@@ -72,15 +73,25 @@ public final class ClusterNode: NameDirectory, Sendable {
     /// Starts a node named `node` on the directory at `directory` (an etcd endpoint,
     /// `http://HOST:PORT`). It connects at once, and keeps trying while the directory is
     /// down: check `isConnected`, or wait for `ClusterEvent.directoryUp`.
+    /// - Parameters:
+    ///   - directory: the etcd endpoint.
+    ///   - node: this node's name, unique in the cluster.
+    ///   - prefix: the key prefix the cluster's names live under.
+    ///   - leaseTTL: how long, in seconds, the node's names outlive it (at least 2).
+    ///   - timeout: how long one directory call may take.
+    ///   - onEvent: called on the node's thread with every event from the first
+    ///     connection on (the first `directoryUp`, the names found then). A handler added
+    ///     later with `onEvent(_:)` sees only the events after it is added.
     /// - Throws: `.invalidEndpoint`.
     public init(
         directory: String, node: String, prefix: String = ClusterNode.defaultPrefix, leaseTTL: Int = 5,
-        timeout: Duration = .seconds(2)
+        timeout: Duration = .seconds(2), onEvent: (@Sendable (ClusterEvent) -> Void)? = nil
     ) throws(DirectoryError) {
         etcd = try EtcdClient(endpoint: directory, timeout: timeout)
         self.node = node
         self.prefix = prefix
         self.leaseTTL = max(leaseTTL, 2)
+        if let onEvent { state.withLock { $0.handlers.append(onEvent) } }
         thread = PermanentThread(name: "portkit.cluster")
         do { try thread.run() } catch { throw .unavailable(endpoint: directory, reason: "the node's thread: \(error)") }
         try? thread.execute(label: "cluster connect") { [self] in connect() }
@@ -179,7 +190,9 @@ public final class ClusterNode: NameDirectory, Sendable {
         state.withLock { if case .up = $0.link { true } else { false } }
     }
 
-    /// Calls `handler` on the node's thread with every later event.
+    /// Calls `handler` on the node's thread with every later event. The node connects as
+    /// soon as it is made: to see the events of its first connection too, pass the
+    /// handler to the initializer instead.
     public func onEvent(_ handler: @escaping @Sendable (ClusterEvent) -> Void) {
         state.withLock { $0.handlers.append(handler) }
     }
