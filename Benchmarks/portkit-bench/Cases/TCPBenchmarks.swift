@@ -14,30 +14,8 @@ enum TCPBenchmarks: BenchmarkFamily {
     /// that echoes with blocking reads and writes.
     static func tcpRoundTrip(count: Int) -> BenchmarkCase {
         let size = 64
-        let request = Message(id: 1, bytes: PortBenchmarks.payload(size))
         return BenchmarkCase(name: "port.tcp.roundtrip", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
-                let served = try ServedPort(name: "bench-tcp-port", handler: PortBenchmarks.echo)
-                do {
-                    try served.port.listen(at: .tcp(host: "127.0.0.1", port: 0), security: .plainLoopbackOnly)
-                    guard let address = served.port.listeningAddress else { throw BenchmarkError.timedOut("no listening address") }
-                    let port = try SendPort.connect(to: address, security: .plainLoopbackOnly)
-                    return .init(
-                        measure: {
-                            try PortBenchmarks.medianMicroseconds(count) {
-                                let reply = try port.request(request)
-                                guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
-                            }
-                        },
-                        stop: {
-                            port.invalidate()
-                            served.stop()
-                        })
-                } catch {
-                    served.stop()
-                    throw error
-                }
-            },
+            servedPort("portkit", thread: "bench-tcp-port", size: size, count: count) { (.plainLoopbackOnly, .plainLoopbackOnly, {}) },
             BenchmarkImpl("raw") {
                 let echo = try RawTCPEcho(size: size)
                 var buffer = PortBenchmarks.payload(size)
@@ -50,6 +28,45 @@ enum TCPBenchmarks: BenchmarkFamily {
                     stop: echo.stop)
             },
         ])
+    }
+
+    /// A `size`-byte request/reply impl against an echoing port listening on 127.0.0.1, served
+    /// on a thread named `thread`: `securities` gives the listener's and the caller's
+    /// security, and what to clean up once the impl stops (the TLS case's certificates).
+    static func servedPort(
+        _ name: String, thread: String, size: Int, count: Int,
+        securities: @escaping () throws -> (listening: TCPSecurity, connecting: TCPSecurity, cleanUp: @Sendable () -> Void)
+    ) -> BenchmarkImpl {
+        let request = Message(id: 1, bytes: PortBenchmarks.payload(size))
+        return BenchmarkImpl(name) {
+            let (listening, connecting, cleanUp) = try securities()
+            let served: ServedPort
+            do { served = try ServedPort(name: thread, handler: PortBenchmarks.echo) } catch {
+                cleanUp()
+                throw error
+            }
+            do {
+                try served.port.listen(at: .tcp(host: "127.0.0.1", port: 0), security: listening)
+                guard let address = served.port.listeningAddress else { throw BenchmarkError.timedOut("no listening address") }
+                let port = try SendPort.connect(to: address, security: connecting)
+                return .init(
+                    measure: {
+                        try PortBenchmarks.medianMicroseconds(count) {
+                            let reply = try port.request(request)
+                            guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
+                        }
+                    },
+                    stop: {
+                        port.invalidate()
+                        served.stop()
+                        cleanUp()
+                    })
+            } catch {
+                served.stop()
+                cleanUp()
+                throw error
+            }
+        }
     }
 }
 

@@ -16,30 +16,13 @@ enum TLSBenchmarks: BenchmarkFamily {
     /// loopback socket) and reads them back from a thread that echoes them.
     static func tlsRoundTrip(count: Int) -> BenchmarkCase {
         let size = 64
-        let request = Message(id: 1, bytes: PortBenchmarks.payload(size))
         return BenchmarkCase(name: "port.tls.roundtrip", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
+            TCPBenchmarks.servedPort("portkit", thread: "bench-tls-port", size: size, count: count) {
                 let certificates = try BenchCertificates.make()
-                let (server, client) = try securities(certificates)
-                let served = try ServedPort(name: "bench-tls-port", handler: PortBenchmarks.echo)
                 do {
-                    try served.port.listen(at: .tcp(host: "127.0.0.1", port: 0), security: .secured(by: server))
-                    guard let address = served.port.listeningAddress else { throw BenchmarkError.timedOut("no listening address") }
-                    let port = try SendPort.connect(to: address, security: .secured(by: client))
-                    return .init(
-                        measure: {
-                            try PortBenchmarks.medianMicroseconds(count) {
-                                let reply = try port.request(request)
-                                guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
-                            }
-                        },
-                        stop: {
-                            port.invalidate()
-                            served.stop()
-                            certificates.remove()
-                        })
+                    let (server, client) = try securities(certificates)
+                    return (.secured(by: server), .secured(by: client), { certificates.remove() })
                 } catch {
-                    served.stop()
                     certificates.remove()
                     throw error
                 }
@@ -48,7 +31,6 @@ enum TLSBenchmarks: BenchmarkFamily {
         ])
     }
 
-    /// The server's and the client's `ClusterTLS`.
     /// A raw TLS echo of `size` bytes (`RawTLSEcho`), relayed or not, as impl `name`: the
     /// baseline of `port.tls.roundtrip` and of `cluster.call`.
     static func rawEcho(_ name: String, size: Int, relayed: Bool, count: Int) -> BenchmarkImpl {
@@ -68,6 +50,7 @@ enum TLSBenchmarks: BenchmarkFamily {
         }
     }
 
+    /// The server's and the client's `ClusterTLS`, from `certificates`.
     static func securities(_ certificates: BenchCertificates) throws -> (ClusterTLS, ClusterTLS) {
         let server = certificates.node("server")
         let client = certificates.node("client")
