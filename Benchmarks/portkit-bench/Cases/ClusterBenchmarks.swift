@@ -102,11 +102,7 @@ enum ClusterBenchmarks: BenchmarkFamily {
                 let fixture = try ClusterFixture()
                 let port = try fixture.nodeB.connect(toName: ClusterFixture.name, security: fixture.security)
                 return .init(
-                    measure: {
-                        try PortBenchmarks.medianMicroseconds(count) {
-                            guard try port.request(request).bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
-                        }
-                    },
+                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: size) },
                     stop: {
                         port.invalidate()
                         fixture.stop()

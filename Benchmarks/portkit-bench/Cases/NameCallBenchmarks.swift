@@ -17,12 +17,7 @@ extension NameBenchmarks {
                 let client = try NameServerClient.connect(to: fixture.address)
                 let port = try client.lookup(fixture.name)
                 return .init(
-                    measure: {
-                        try PortBenchmarks.medianMicroseconds(count) {
-                            let reply = try port.request(request)
-                            guard reply.bytes.count == callSize else { throw BenchmarkError.timedOut("a wrong reply") }
-                        }
-                    },
+                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: callSize) },
                     stop: {
                         port.invalidate()
                         client.close()

@@ -195,6 +195,14 @@ enum PortBenchmarks: BenchmarkFamily {
         }
         return Summary.median(samples)
     }
+
+    /// The median time, in µs, of `count` requests of `request` to `port`, each reply
+    /// checked to hold `size` bytes.
+    static func medianRequestMicroseconds(_ count: Int, _ request: Message, to port: SendPort, size: Int) throws -> Double {
+        try medianMicroseconds(count) {
+            guard try port.request(request).bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
+        }
+    }
 }
 
 // MARK: - The parties

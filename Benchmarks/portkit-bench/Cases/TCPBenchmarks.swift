@@ -50,12 +50,7 @@ enum TCPBenchmarks: BenchmarkFamily {
                 guard let address = served.port.listeningAddress else { throw BenchmarkError.timedOut("no listening address") }
                 let port = try SendPort.connect(to: address, security: connecting)
                 return .init(
-                    measure: {
-                        try PortBenchmarks.medianMicroseconds(count) {
-                            let reply = try port.request(request)
-                            guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
-                        }
-                    },
+                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: size) },
                     stop: {
                         port.invalidate()
                         served.stop()
