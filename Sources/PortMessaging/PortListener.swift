@@ -132,13 +132,21 @@ final class PortListener: Sendable {
         for handshake in handshakes { handshake.change(mode, adding: adding) }
     }
 
+    /// Accepts every waiting peer into `port`; then reads what the Unix ones sent already,
+    /// in this pass (every peer accepted is reported before any message of this pass).
     private func acceptAll(into port: ReceivePort) {
+        var fresh: [Connection] = []
+        defer { for connection in fresh { connection.loopCanRead() } }
         while true {
             switch Result(catching: { () throws(Errno) in try acceptOne() }) {
             case .success(let accepted?):
                 if let streamSecurity {
                     beginHandshake(accepted, securedBy: streamSecurity, into: port)
-                } else if isTCP { try? port.adoptTCPConnection(accepted) } else { try? port.adoptConnection(accepted) }
+                } else if isTCP {
+                    try? port.adoptTCPConnection(accepted)
+                } else if let connection = try? port.adoptAccepted(accepted) {
+                    fresh.append(connection)
+                }
             case .success(nil):
                 return
             case .failure(let error) where error.rawValue == EMFILE || error.rawValue == ENFILE:

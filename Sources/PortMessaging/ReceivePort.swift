@@ -360,8 +360,20 @@ public final class ReceivePort: Sendable {
         try adopt(Connection(.socket(socket), limits: limits))
     }
 
-    /// Adopts a connection (a socket or a pipe pair).
-    func adopt(_ connection: Connection) throws(PortError) {
+    /// Adopts a socket the port's own listener accepted (non-blocking already). Returns the
+    /// connection when it may be read at once, here: the port is scheduled on this thread's
+    /// loop and reading (the listener then reads it in its accepting pass, rather than
+    /// after the loop's next wait, so a client that sends right after connecting is
+    /// answered one wake-up sooner).
+    func adoptAccepted(_ socket: FileDescriptor) throws(PortError) -> Connection? {
+        let connection = Connection(.socket(socket), limits: limits)
+        return try adopt(connection) ? connection : nil
+    }
+
+    /// Adopts a connection (a socket or a pipe pair); whether it is bound to this thread's
+    /// loop and being read.
+    @discardableResult
+    func adopt(_ connection: Connection) throws(PortError) -> Bool {
         let (schedule, paused) = try state.withLock { (state) throws(PortError) -> (Schedule?, Bool) in
             guard state.valid else { throw .invalidPort }
             state.connections[ObjectIdentifier(connection)] = connection
@@ -390,7 +402,9 @@ public final class ReceivePort: Sendable {
             try connection.bind(to: self, loop: schedule.loop, modes: paused ? [] : schedule.modes, handler: schedule.handler)
             if paused { applyReadingOnLoop(schedule.loop) }  // resumed meanwhile: read it now
             report(.connected(peer))
+            return !paused && schedule.loop.isCurrent
         }
+        return false
     }
 
     /// A message from a connection, on the loop's thread, for the port's `handler` (which

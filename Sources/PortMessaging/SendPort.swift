@@ -131,15 +131,7 @@ public final class SendPort: Sendable {
         case .local(let port):
             let slot = ReplySlot()
             try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: sendDeadline)
-            let deadline = receiveTimeout.map { ContinuousClock.now + $0 }
-            if let (loop, mode) = port.loopIfCurrent {
-                // The receiver runs on this very thread: run its loop until the reply is in.
-                while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                    _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
-                }
-            }
-            guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
-            return try result.get()
+            return try Self.awaitLocalReply(slot, from: port, until: receiveTimeout.map { ContinuousClock.now + $0 })
         case .connection(let connection):
             // Any number in flight per connection: each reply is matched by its sequence number.
             let sequence = connection.beginRequest()
@@ -149,6 +141,18 @@ public final class SendPort: Sendable {
             let sent = waited ? ContinuousClock.now : start
             return try connection.awaitReply(sequence, sent: sent, timeout: receiveTimeout)
         }
+    }
+
+    /// Waits until `deadline` for the reply an in-process request's `slot` gets from `port`.
+    static func awaitLocalReply(_ slot: ReplySlot, from port: ReceivePort, until deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+        if let (loop, mode) = port.loopIfCurrent {
+            // The receiver runs on this very thread: run its loop until the reply is in.
+            while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
+                _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+            }
+        }
+        guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
+        return try result.get()
     }
 
     /// Calls `handler` on `loop`'s thread when this port becomes invalid because its receive

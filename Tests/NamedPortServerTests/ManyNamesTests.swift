@@ -59,8 +59,9 @@ struct ManyNamesTests {
 }
 
 /// A current client and a server of an older protocol (played by the test, a listening
-/// port that answers a hello as such a server does): the client refuses it with the
-/// server's own words, and sends nothing after the hello.
+/// port that answers a hello as such a server does): the client's first call, sent behind
+/// the hello, reports the hello's refusal in the server's own words, and the client sends
+/// nothing after it.
 @Suite("Names: a current client and an older server")
 struct OlderServerTests {
     @Test func aCurrentClientRefusesAnOlderServerClearly() throws {
@@ -72,16 +73,19 @@ struct OlderServerTests {
             return NameReply.encode(.protocolError("protocol version 4 asked, this server speaks 1 to 3"))
         }
         defer { server.invalidate() }
-        do {
-            _ = try NameServerClient.connect(to: directory.address)
-            Issue.record("connected to an older server")
-        } catch {
-            guard case .protocolError(let detail) = error else {
-                Issue.record("connect: \(error)")
-                return
+        let client = try NameServerClient.connect(to: directory.address)
+        for _ in 0..<2 {
+            do {
+                _ = try client.lookup("x")
+                Issue.record("served by an older server")
+            } catch {
+                guard case .protocolError(let detail) = error else {
+                    Issue.record("lookup: \(error)")
+                    return
+                }
+                #expect(detail.contains("this server speaks 1 to 3"), "\(detail)")
             }
-            #expect(detail.contains("this server speaks 1 to 3"), "\(detail)")
         }
-        #expect(requests.withLock { $0 } == [NameOperation.hello.rawValue])
+        #expect(requests.withLock { $0 } == [NameOperation.hello.rawValue, NameOperation.lookup.rawValue])
     }
 }

@@ -237,8 +237,9 @@ struct NameServerTests {
         try other.register("c", port: ReceivePort())
     }
 
-    /// A user the policy refuses is told so at once and closed: connecting fails with
-    /// `permissionDenied`, and the server keeps no connection for it.
+    /// A user the policy refuses is told so at once and closed: its first call (which
+    /// takes the hello's answer) fails with `permissionDenied`, and the server keeps no
+    /// connection for it.
     @Test func usersOutsideThePolicyAreRefused() throws {
         let directory = TestDirectory()
         // Nobody is allowed: this process's own uid is refused like a stranger's.
@@ -246,14 +247,45 @@ struct NameServerTests {
         defer { server.stop() }
         for _ in 0..<3 {
             do {
-                _ = try NameServerClient.connect(to: directory.address)
-                Issue.record("a refused user connected")
+                _ = try NameServerClient.connect(to: directory.address).list()
+                Issue.record("a refused user was served")
             } catch {
                 guard case .permissionDenied(let reason) = error else {
                     Issue.record("connect: \(error)")
                     continue
                 }
                 #expect(reason.contains("uid \(getuid())"), "\(reason)")
+            }
+        }
+        #expect(try server.counts().connections == 0)
+    }
+
+    /// A client that reconnects waits for its hello's answer in `connect`: a refusal is
+    /// thrown there (blocking and async alike), not taken for a server that went away.
+    @Test func aReconnectingClientIsRefusedAtConnect() async throws {
+        let directory = TestDirectory()
+        let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(allowedUsers: []))
+        defer { server.stop() }
+        let loop = PortLoop()
+        func connectBlocking() throws(NameServerError) {
+            _ = try NameServerClient.connect(to: directory.address, reconnectingOn: loop.loop)
+        }
+        do {
+            try connectBlocking()
+            Issue.record("a refused user connected")
+        } catch {
+            guard case .permissionDenied = error else {
+                Issue.record("connect: \(error)")
+                return
+            }
+        }
+        do {
+            _ = try await NameServerClient.connect(to: directory.address, reconnectingOn: loop.loop)
+            Issue.record("a refused user connected")
+        } catch {
+            guard case .permissionDenied = error else {
+                Issue.record("async connect: \(error)")
+                return
             }
         }
         #expect(try server.counts().connections == 0)

@@ -136,7 +136,7 @@ struct OperatorTests {
         let daemon = try startDaemon(directory.address, ["--max-connections", "1"])
         defer { daemon.kill() }
         let first = try NameServerClient.connect(to: directory.address)
-        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: directory.address, timeout: .seconds(30)) }
+        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: directory.address, timeout: .seconds(30)).list() }
         let line = "warning: client refused: pid \(getpid()) uid \(getuid()): limit reached: at most 1 connections"
         #expect(waitFor { daemon.standardError().contains(line) })
         let status = try first.status()
@@ -151,6 +151,7 @@ struct OperatorTests {
         defer { daemon.kill() }
         #expect(try daemon.readLine() == "listening on \(directory.address)")
         let client = try NameServerClient.connect(to: directory.address)
+        #expect(try client.list().isEmpty)  // served: the server took the connection
         client.close()
         #expect(waitFor { daemon.standardError().contains("<7>connection closed: pid \(getpid())") })
         #expect(daemon.standardError().hasPrefix("<5>listening on \(directory.address)"))

@@ -104,6 +104,7 @@ struct RequestLimitsTests {
         let owner = try NameServerClient.connect(to: directory.address)
         try owner.register("kept", port: ReceivePort())
         let idle = try NameServerClient.connect(to: directory.address)
+        #expect(try idle.list().map(\.name) == ["kept"])  // served, then silent
         #expect(try waitFor(.seconds(60)) { try server.counts().connections == 1 })
         #expect(throws: NameServerError.connectionLost(address: directory.address)) { try idle.list() }
         #expect(try owner.list().map(\.name) == ["kept"])

@@ -156,4 +156,34 @@ struct DeferredReplyTests {
         #expect(patient.join(timeout: .seconds(120)))
         #expect(replies.all.last?.got == "answer to 7")
     }
+
+    /// A request sent without waiting for its reply (`send(request:)`) and a second one
+    /// behind it: over a socket the second's requester reads the first's reply on its way
+    /// and keeps it; the first is collected afterwards. A collection that times out leaves
+    /// the request to be collected again.
+    @Test(arguments: Route.allCases)
+    func aRequestSentAheadIsCollectedAfterTheOneBehindIt(route: Route) throws {
+        let served = try DeferringPort()
+        defer { served.stop() }
+        let port = try served.sendPort(route)
+        defer { port.invalidate() }
+        let ahead = try port.send(request: Message(id: 1, text: "ahead"))
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == 1 })
+        let behindReplies = Recorder<String>()
+        let behind = LoopThread(name: "behind") { _ in
+            let reply = try? port.request(Message(id: 2, text: "behind"), receiveTimeout: .seconds(120))
+            behindReplies.append(reply?.text ?? "none")
+        }
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == 2 })
+        for pending in served.kept.all { pending.reply(Message(id: pending.requestID, text: "answer to \(pending.requestID)")) }
+        #expect(behind.join(timeout: .seconds(120)))
+        #expect(behindReplies.all == ["answer to 2"])
+        #expect(try ahead.reply(timeout: .seconds(60)).text == "answer to 1")
+
+        let late = try port.send(request: Message(id: 3, text: "late"))
+        #expect(throws: PortError.receiveTimedOut) { try late.reply(timeout: .milliseconds(100)) }
+        #expect(eventually(timeout: .seconds(60)) { served.kept.count == 3 })
+        served.kept.all[2].reply(Message(id: 3, text: "answer to 3"))
+        #expect(try late.reply(timeout: .seconds(60)).text == "answer to 3")
+    }
 }

@@ -94,6 +94,22 @@ struct ServerPortTests {
         #expect(server.seen.all.last == .disconnected(id, .invalidPort))
     }
 
+    /// A server that answers and then ends the peer at once: the answer is not lost with
+    /// the connection. The peer's next request finds it gone (`peerDied`), and the answer
+    /// left unread in the socket still reaches the request it was for.
+    @Test func anAnswerWrittenJustBeforeTheServerEndsThePeerIsNotLost() throws {
+        let server = try Server { message, pending in
+            pending?.reply(Message(text: "last words"))
+            message.peer?.disconnect()
+        }
+        defer { server.stop() }
+        let client = try SendPort.connect(to: server.address)
+        let first = try client.send(request: Message(text: "hi"))
+        #expect(eventually { server.seen.all.contains { if case .disconnected = $0 { true } else { false } } })
+        #expect(throws: PortError.peerDied) { try client.request(Message(text: "more"), receiveTimeout: .seconds(30)) }
+        #expect(try first.reply(timeout: .seconds(30)).text == "last words")
+    }
+
     /// Replies written on the loop's thread never make it wait for a peer that does not
     /// read: what the socket does not take is queued and written as the peer reads, in
     /// order and whole; past the queue's bound an answer with a zero timeout is refused at

@@ -10,36 +10,47 @@ import PortMessaging
 /// `NameServerError.cancelled`; an answer that comes later is dropped (a lookup's port is
 /// closed, so the owner sees the connection end).
 extension NameServerClient {
-    /// `connect(to:timeout:trustedServerUsers:reconnectingOn:)`, suspending while the server
-    /// answers its hello. The socket's connect itself does not wait (a Unix socket connects
-    /// at once, or finds the backlog full and waits up to `timeout`). It neither starts a
-    /// server nor waits for one to appear: the blocking form does both.
+    /// `connect(to:timeout:trustedServerUsers:reconnectingOn:)` for a task. The socket's
+    /// connect does not wait (a Unix socket connects at once, or finds the backlog full and
+    /// waits up to `timeout`), and the hello's answer is taken by the first call, as in the
+    /// blocking form; with `reconnectingOn` it is waited for here, suspending the task. It
+    /// neither starts a server nor waits for one to appear: the blocking form does both.
     /// - Throws: as the blocking form; `cancelled`.
     public static func connect(
         to address: String? = nil, timeout: Duration = .seconds(10), trustedServerUsers: Set<UInt32> = [],
         reconnectingOn supervisor: ThreadLoop? = nil
     ) async throws(NameServerError) -> NameServerClient {
         let address = NameServerAddress.resolve(address)
-        let server = try trustedPort(address, timeout: timeout, trustedServerUsers)
-        let connection: ServerConnection
-        do throws(NameServerError) {
-            let hello = helloCall(address)
-            let fields: NameFieldReader
-            do {
-                fields = try await request(hello, on: server, address: address, timeout: timeout)
-            } catch {
-                throw helloError(error, address: address)
-            }
-            connection = try greeted(server, fields)
-        } catch {
-            server.invalidate()
-            throw error
-        }
+        let connection = supervisor == nil
+            ? try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: false)
+            : try await greetedConnection(address, timeout: timeout, trustedServerUsers)
         let client = NameServerClient(
             address: address, connection: connection, timeout: timeout, trustedServerUsers: trustedServerUsers,
             supervisor: supervisor)
         try client.supervise(connection)
         return client
+    }
+
+    /// Connects and says hello, suspending until the server answers it.
+    private static func greetedConnection(
+        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+    ) async throws(NameServerError) -> ServerConnection {
+        let (server, _) = try trustedPort(address, timeout: timeout, trustedServerUsers)
+        do throws(NameServerError) {
+            let hello = helloCall(address)
+            let reply: Message
+            do {
+                reply = try await server.request(
+                    Message(id: hello.operation.rawValue, components: hello.fields), sendTimeout: timeout, receiveTimeout: timeout)
+            } catch {
+                throw helloError(requestError(error, address: address, what: hello.what), address: address)
+            }
+            let pid = try greetedPID(try okFields(of: reply, address: address))
+            return ServerConnection(port: server, greeting: .greeted(pid: pid))
+        } catch {
+            server.invalidate()
+            throw error
+        }
     }
 
     /// `register(_:port:scope:)`, suspending while the server answers.
@@ -110,15 +121,17 @@ extension NameServerClient {
         try await Self.request(call, on: try currentServer(), address: address, timeout: timeout + call.wait)
     }
 
-    static func request(_ call: NameCall, on server: SendPort, address: String, timeout: Duration) async throws(NameServerError) -> NameFieldReader {
-        let reply: Message
+    /// `request(_:)` on a given connection.
+    static func request(_ call: NameCall, on server: ServerConnection, address: String, timeout: Duration) async throws(NameServerError) -> NameFieldReader {
+        if !server.greeting.isGreeted, let refusal = server.greeting.failure { throw refusal }
+        let reply: Result<Message, PortError>
         do {
-            reply = try await server.request(
-                Message(id: call.operation.rawValue, components: call.fields), sendTimeout: timeout, receiveTimeout: timeout)
+            reply = .success(try await server.port.request(
+                Message(id: call.operation.rawValue, components: call.fields), sendTimeout: timeout, receiveTimeout: timeout))
         } catch {
-            throw requestError(error, address: address, what: call.what)
+            reply = .failure(error)
         }
-        return try okFields(of: reply, address: address)
+        return try answered(reply, greeting: server.greeting, address: address, timeout: timeout, what: call.what)
     }
 
     private func sharedLoop() throws(NameServerError) -> ThreadLoop {

@@ -4,16 +4,17 @@ import PortMessaging
 
 /// Connecting: the tries `connect` makes, and those a reconnection makes.
 extension NameServerClient {
-    /// A connection to the server at `address`, made as `connect` says.
+    /// A connection to the server at `address`, made as `connect` says (waiting for the
+    /// hello's answer if `awaitingHello`).
     static func connection(
         _ address: String, timeout: Duration, startingServerIfNeeded: Bool, trustedServerUsers: Set<UInt32>,
-        waitingForServer: Duration?
+        waitingForServer: Duration?, awaitingHello: Bool
     ) throws(NameServerError) -> ServerConnection {
         if let wait = waitingForServer, !startingServerIfNeeded {
-            return try connectWaiting(address, until: .now + wait, timeout: timeout, trustedServerUsers)
+            return try connectWaiting(address, until: .now + wait, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
         }
         do {
-            return try connectOnce(address, timeout: timeout, trustedServerUsers)
+            return try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
         } catch {
             guard case .serverUnavailable = error, startingServerIfNeeded else { throw error }
         }
@@ -23,7 +24,7 @@ extension NameServerClient {
             // Another process started one at the same moment: use that one.
             guard case .addressInUse = error else { throw error }
         }
-        return try connectOnce(address, timeout: timeout, trustedServerUsers)
+        return try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
     }
 
     /// Connects, and while no server answers, waits for a change in the address's
@@ -31,14 +32,15 @@ extension NameServerClient {
     /// `deadline`. The watch is made before each try, so a server that appears between a
     /// failed try and the wait is not missed.
     static func connectWaiting(
-        _ address: String, until deadline: ContinuousClock.Instant, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+        _ address: String, until deadline: ContinuousClock.Instant, timeout: Duration, _ trustedServerUsers: Set<UInt32>,
+        awaitingHello: Bool
     ) throws(NameServerError) -> ServerConnection {
         let directory = NameServerAddress.directory(of: address)
         while true {
             let watch = (try? DirectoryWatch(directory)) ?? (try? DirectoryWatch(NameServerAddress.directory(of: directory)))
             defer { watch?.close() }
             do {
-                return try connectOnce(address, timeout: timeout, trustedServerUsers)
+                return try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
             } catch .serverUnavailable(let address, let reason) {
                 guard ContinuousClock.now < deadline else { throw .serverUnavailable(address: address, reason: reason) }
             }
@@ -54,20 +56,17 @@ extension NameServerClient {
         }
     }
 
-    /// Connects, checks whom, and says hello: one try.
+    /// Connects, checks whom, and says hello: one try. With `awaitingHello` it waits for
+    /// the hello's answer (and throws a refusal); without, the first call takes it
+    /// (`ServerGreeting`).
     static func connectOnce(
-        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>, awaitingHello: Bool
     ) throws(NameServerError) -> ServerConnection {
-        let server = try trustedPort(address, timeout: timeout, trustedServerUsers)
+        let (server, peerPID) = try trustedPort(address, timeout: timeout, trustedServerUsers)
         do throws(NameServerError) {
-            let hello = helloCall(address)
-            let fields: NameFieldReader
-            do {
-                fields = try request(hello.operation, hello.fields, on: server, address: address, timeout: timeout, describing: hello.what)
-            } catch {
-                throw helloError(error, address: address)
-            }
-            return try greeted(server, fields)
+            let greeting = try ServerGreeting.sayHello(on: server, peerPID: peerPID, address: address, timeout: timeout)
+            if awaitingHello { _ = try greeting.settle(timeout: timeout, address: address) }
+            return ServerConnection(port: server, greeting: greeting)
         } catch {
             server.invalidate()
             throw error
@@ -75,8 +74,10 @@ extension NameServerClient {
     }
 
     /// A connection to the server at `address` whose listener is trusted, checked before a
-    /// byte is sent.
-    static func trustedPort(_ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>) throws(NameServerError) -> SendPort {
+    /// byte is sent, and the pid of the process that made the listening socket.
+    static func trustedPort(
+        _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
+    ) throws(NameServerError) -> (SendPort, peerPID: Int32) {
         let trust = ServerTrust(address: address, trustedUsers: trustedServerUsers)
         try trust.checkDirectory()
         let server: SendPort
@@ -88,7 +89,7 @@ extension NameServerClient {
         do throws(NameServerError) {
             guard let credentials = server.remoteCredentials else { throw .connectionLost(address: address) }
             try trust.checkServer(uid: UInt32(credentials.uid))
-            return server
+            return (server, credentials.pid)
         } catch {
             server.invalidate()
             throw error
@@ -109,13 +110,13 @@ extension NameServerClient {
         return .serverBusy(address: address, reason: "it closed the connection before answering (out of descriptors?)")
     }
 
-    /// The connection, once the server answered the hello with `fields`.
-    static func greeted(_ server: SendPort, _ fields: NameFieldReader) throws(NameServerError) -> ServerConnection {
+    /// The server's pid, from an ok answer to its hello.
+    static func greetedPID(_ fields: NameFieldReader) throws(NameServerError) -> Int32 {
         var fields = fields
         let pid = try fields.pid()
         _ = try fields.uid()
         _ = try fields.integer()
-        return ServerConnection(port: server, pid: pid)
+        return pid
     }
 
     /// What a failed `SendPort.connect` means for a name server client.

@@ -97,7 +97,7 @@ extension NameServerClient {
         watchDirectory()
         let connection: ServerConnection
         do {
-            connection = try Self.connectOnce(address, timeout: timeout, trustedServerUsers)
+            connection = try Self.connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: true)
         } catch {
             return scheduleRetry()
         }
@@ -121,7 +121,7 @@ extension NameServerClient {
     private func lose(_ connection: ServerConnection) -> Bool {
         let lost = link.withLock { link -> Bool in
             guard case .connected(let current) = link, current.port === connection.port else { return false }
-            link = .reconnecting(lastPID: current.pid)
+            link = .reconnecting(lastPID: current.knownPID)
             return true
         }
         guard lost else { return false }
@@ -210,7 +210,7 @@ extension NameServerClient {
             }
             do {
                 let call = try NameCall.register(name, registration.port, scope: registration.scope, again: true)
-                _ = try Self.request(call.operation, call.fields, on: connection.port, address: address, timeout: timeout, describing: call.what)
+                _ = try Self.request(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
                 registration.move(to: .registeredAgain)
             } catch .nameTaken(_, let pid) {
                 forget(registration, as: .takenByAnother(ownerPID: pid))
@@ -257,7 +257,7 @@ extension NameServerClient {
         }
         do {
             var fields = try Self.request(
-                .watch, Self.watchFields(makeWatchID(), events), on: connection.port, address: address, timeout: timeout,
+                .watch, Self.watchFields(makeWatchID(), events), on: connection, address: address, timeout: timeout,
                 describing: "watching '\(events.text)' again")
             events.resumed(generation: generation, owners: try fields.owners())
             return true

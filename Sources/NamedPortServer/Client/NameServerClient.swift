@@ -63,7 +63,7 @@ public final class NameServerClient: Sendable {
 
     deinit {
         let link = link.withLock { link -> ServerLink in
-            defer { link = .closed(lastPID: link.serverPID) }
+            defer { link = .closed(lastPID: link.lastKnownPID) }
             return link
         }
         if case .connected(let connection) = link { connection.port.invalidate() }
@@ -71,8 +71,17 @@ public final class NameServerClient: Sendable {
     }
 
     /// The server's process id, as it said in its hello: the current server's, or while
-    /// reconnecting the last one's.
-    public var serverPID: Int32 { link.withLock { $0.serverPID } }
+    /// reconnecting the last one's. Before any call has taken the hello's answer, reading
+    /// it waits for that answer (at most `timeout`); a server that refused the hello is
+    /// named by its socket's credentials.
+    public var serverPID: Int32 {
+        let (connection, last) = link.withLock { link -> (ServerConnection?, Int32) in
+            if case .connected(let connection) = link { return (connection, link.lastKnownPID) }
+            return (nil, link.lastKnownPID)
+        }
+        guard let connection else { return last }
+        return (try? connection.greeting.settle(timeout: timeout, address: address)) ?? connection.knownPID
+    }
 
     /// The connection to the server's port, replaced on reconnection; `nil` while
     /// reconnecting or once closed.
@@ -84,6 +93,15 @@ public final class NameServerClient: Sendable {
     }
 
     /// Connects to the name server at `address` (the default address if `nil`).
+    ///
+    /// Connecting checks the address and the server's user, connects and sends the hello,
+    /// without waiting for its answer: the first call goes out right behind it, so that a
+    /// new client's first lookup costs one round trip, not two. That call takes the hello's
+    /// answer along with its own: a server that refuses the hello (its policy, its
+    /// connection limit, another protocol version) has that call, and every later one,
+    /// throw the refusal; it serves nothing before a good hello. A client that reconnects
+    /// (`reconnectingOn`) waits for the answer here instead, so that a refusal is not taken
+    /// for a server that went away.
     /// - Parameters:
     ///   - address: the server's socket path; `nil` for `NameServerAddress.default`
     ///     (`PORTKIT_NAME_SERVER`, else the per-user default).
@@ -105,10 +123,13 @@ public final class NameServerClient: Sendable {
     ///     `connectionLost` at the next call.
     /// - Throws: `serverUnavailable` (with the address and how to start a server),
     ///   `untrustedServer` (naming the address and the owner found), `permissionDenied`
-    ///   (the server's policy refuses this user), `serverBusy` (the server is at its
-    ///   connection limit or out of descriptors), `timedOut`, `protocolError` (not a
-    ///   PortKit name server of this protocol version), `system` (the `reconnectingOn`
-    ///   loop has ended).
+    ///   (the socket refuses this user), `serverBusy` (the server closed at once, out of
+    ///   descriptors), `timedOut` (its backlog stayed full), `system` (the `reconnectingOn`
+    ///   loop has ended). The first call (with `reconnectingOn`, `connect`) throws what the
+    ///   hello's answer says:
+    ///   `permissionDenied` (the server's policy refuses this user), `serverBusy` (at its
+    ///   connection limit or out of descriptors), `protocolError` (not a PortKit name
+    ///   server of this protocol version), `timedOut` (no answer to the hello in time).
     public static func connect(
         to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
         trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = nil, reconnectingOn supervisor: ThreadLoop? = nil
@@ -116,7 +137,7 @@ public final class NameServerClient: Sendable {
         let address = NameServerAddress.resolve(address)
         let connection = try connection(
             address, timeout: timeout, startingServerIfNeeded: startingServerIfNeeded,
-            trustedServerUsers: trustedServerUsers, waitingForServer: waitingForServer)
+            trustedServerUsers: trustedServerUsers, waitingForServer: waitingForServer, awaitingHello: supervisor != nil)
         let client = NameServerClient(
             address: address, connection: connection, timeout: timeout, trustedServerUsers: trustedServerUsers,
             supervisor: supervisor)
@@ -141,10 +162,10 @@ public final class NameServerClient: Sendable {
 
     /// The connection requests go on now.
     /// - Throws: `serverUnavailable` while reconnecting, `connectionLost` once closed.
-    func currentServer() throws(NameServerError) -> SendPort {
-        try link.withLock { (link) throws(NameServerError) -> SendPort in
+    func currentServer() throws(NameServerError) -> ServerConnection {
+        try link.withLock { (link) throws(NameServerError) -> ServerConnection in
             switch link {
-            case .connected(let connection): return connection.port
+            case .connected(let connection): return connection
             case .reconnecting: throw .serverUnavailable(address: address, reason: "the server went away; reconnecting")
             case .closed: throw .connectionLost(address: address)
             }
@@ -153,17 +174,14 @@ public final class NameServerClient: Sendable {
 
     /// `request` on a given connection (the one a reconnection restores the client on).
     static func request(
-        _ operation: NameOperation, _ fields: [MessageComponent], on server: SendPort, address: String, timeout: Duration,
+        _ operation: NameOperation, _ fields: [MessageComponent], on server: ServerConnection, address: String, timeout: Duration,
         describing what: @autoclosure () -> String
     ) throws(NameServerError) -> NameFieldReader {
-        let reply: Message
-        do {
-            reply = try server.request(
-                Message(id: operation.rawValue, components: fields), sendTimeout: timeout, receiveTimeout: timeout)
-        } catch {
-            throw requestError(error, address: address, what: what())
+        if !server.greeting.isGreeted, let refusal = server.greeting.failure { throw refusal }
+        let reply = Result { () throws(PortError) in
+            try server.port.request(Message(id: operation.rawValue, components: fields), sendTimeout: timeout, receiveTimeout: timeout)
         }
-        return try okFields(of: reply, address: address)
+        return try answered(reply, greeting: server.greeting, address: address, timeout: timeout, what: what())
     }
 
     /// The fields of an ok reply; the error any other reply stands for.
@@ -359,7 +377,7 @@ public final class NameServerClient: Sendable {
     /// Safe to call more than once.
     public func close() {
         let link = link.withLock { link -> ServerLink in
-            defer { link = .closed(lastPID: link.serverPID) }
+            defer { link = .closed(lastPID: link.lastKnownPID) }
             return link
         }
         if case .connected(let connection) = link { connection.port.invalidate() }

@@ -5,7 +5,7 @@ import PortMessaging
 ///
 /// ```
 /// connected ──the connection closed (seen on the supervising loop)──▶ reconnecting
-/// reconnecting ──a try connected and said hello──▶ connected (a new connection)
+/// reconnecting ──a try connected and its hello was answered──▶ connected (a new connection)
 /// any ──close(), deinit──▶ closed
 /// ```
 ///
@@ -20,21 +20,25 @@ enum ServerLink: Sendable {
     /// The client was closed.
     case closed(lastPID: Int32)
 
-    /// The pid of the server connected to, or of the last one.
-    var serverPID: Int32 {
+    /// The pid of the server connected to, as far as known without waiting (its hello's
+    /// answer may not be in yet: `ServerConnection.knownPID`), or of the last one.
+    var lastKnownPID: Int32 {
         switch self {
-        case .connected(let connection): return connection.pid
+        case .connected(let connection): return connection.knownPID
         case .reconnecting(let pid), .closed(let pid): return pid
         }
     }
 }
 
-/// One connection to a server that said hello.
+/// One connection to a server, and the answer to its hello.
 struct ServerConnection: Sendable {
     /// The connection to the server's port.
     let port: SendPort
-    /// The server's process id, as its hello said.
-    let pid: Int32
+    /// The hello's answer: the server's pid, or why it refused.
+    let greeting: ServerGreeting
+
+    /// The server's pid as its hello said, or until that answer is in, its socket's.
+    var knownPID: Int32 { greeting.knownPID ?? greeting.peerPID }
 }
 
 /// A watch of a reconnecting client, which the client does not keep alive: the watch's

@@ -79,6 +79,23 @@ extension Connection {
         _ = readAvailable(maxChunks: 16, takeUnbound)
     }
 
+    /// The peer is gone (a write found it so), but what it sent before it went may still
+    /// be unread: on an unbound connection that no one reads now, reads it, so that its
+    /// replies (a refusal written just before it closed, say) reach their requests instead
+    /// of going with the connection. A bound connection's loop reads its own.
+    func takeRepliesLeftBehind() {
+        guard life.withLock({ $0.handler == nil }) else { return }
+        let mayRead = replies.withLock { table -> Bool in
+            guard !table.readerActive else { return false }
+            table.readerActive = true
+            return true
+        }
+        guard mayRead else { return }
+        _ = readAvailable(maxChunks: 64, takeUnbound)
+        replies.withLock { $0.readerActive = false }
+        replies.broadcast()
+    }
+
     /// Hands what was read on an unbound connection over: replies and refusals to their
     /// requests; nothing else receives here (messages are dropped, their descriptors closed).
     func takeUnbound(_ delivery: Delivery) {

@@ -101,7 +101,10 @@ extension Connection {
                 }
             case .failure(let error):
                 let failure = PortError(connection: "send", error)
-                if failure == .peerDied { close(.peerDied) }
+                if failure == .peerDied {
+                    takeRepliesLeftBehind()
+                    close(.peerDied)
+                }
                 throw failure
             }
         }
