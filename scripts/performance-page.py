@@ -40,13 +40,23 @@ CASES = {
     "port.process.roundtrip": "a 64-byte request and its reply to a child process",
     "port.process.oneway": "64-byte one-way messages per second to a child process",
     "port.process.bulk": "64 KiB messages to a child process",
+    "port.tcp.roundtrip": "a 64-byte request and its reply to a port listening on 127.0.0.1 (`raw`: the same "
+                          "bytes echoed on a connected TCP socket)",
+    "port.tls.roundtrip": "the same over TLS with certificates both ways (`raw`: a TLS echo on a connected socket)",
     "names.lookup": "a name looked up on a kept connection, with a connection brokered to its owner",
     "names.call": "a request to a named owner and its reply, once the name is looked up",
     "names.owner": "who holds a name, one request through the server",
     "names.register": "a name registered and released",
-    "names.connect-lookup": "connect to the server, say hello, look a name up",
+    "names.connect-lookup": "connect to the server, say hello, look a name up (the lookup goes out behind "
+                            "the hello; `raw`: connect to a listening Unix socket and one request/response)",
     "names.death": "SIGKILL of an owner until a watcher sees its name vanish",
     "names.death-floor": "the kernel alone: SIGKILL until the survivor's end of a socket hangs up, for three victims",
+    "cluster.lookup": "a port to a name held on another node (`raw`: one etcd range request for the "
+                      "name's key on a kept HTTP connection, which hands back a record, not a port)",
+    "cluster.call": "a 64-byte request to the owner of a name on another node and its reply, over TLS "
+                    "through that node's gateway",
+    "cluster.death": "SIGKILL of an owner on one node until a watcher on another sees its name vanish "
+                     "(`raw`: an etcd delete until an etcd watch reports it)",
     "scale.ports": "a message to a random one of N ports on one sleeping loop, caller and loop on one CPU",
     "scale.timers": "the mean cost of arming and firing a timer on a loop that holds N other timers",
     "scale.threads-rss": "resident memory per idle permanent thread, N of them asleep",
@@ -58,7 +68,10 @@ BASELINES = {
            "a Unix socket pair for ports, a bare request and response for names)",
     "raw-brokered": "`raw` plus the kernel work any brokered lookup needs: a fresh `socketpair`, "
                     "one end passed with SCM_RIGHTS, both closed",
-    "raw-relayed": "`raw`'s death seen through one relay thread, what any server in between adds at least",
+    "raw-relayed": "`raw` through one relay thread (a death told on, or a call passed on over a Unix "
+                   "socket pair): what any server in between adds at least",
+    "portkit-connect": "PortKit connecting to a name across nodes itself (`ClusterNode.connect(toName:)`): "
+                       "a new TCP connection with its TLS handshake and one request",
     "pthread": "a pthread with a mutex and condition-variable queue of closures",
     "dispatch": "a serial `DispatchQueue` (`async`, `sync`, `DispatchSourceTimer`; async plus a semaphore for ports)",
     "foundation": "Foundation on Linux: a `Thread` running its `RunLoop` (given blocks with `RunLoop.perform` "
@@ -283,7 +296,7 @@ def main():
     w("")
 
     families = [("The run loop and the permanent thread", ("loop.", "execute.", "thread.")),
-                ("Ports", ("port.",)), ("Named ports", ("names.",))]
+                ("Ports", ("port.",)), ("Named ports", ("names.",)), ("Named ports across hosts", ("cluster.",))]
     for title, prefixes in families:
         w(f"## {title}")
         w("")
