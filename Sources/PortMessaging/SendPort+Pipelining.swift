@@ -72,8 +72,7 @@ extension SendPort {
         let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
-            let slot = ReplySlot()
-            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: sendDeadline)
+            let slot = try Self.enqueueLocalRequest(message, on: port, deadline: sendDeadline)
             return SentRequest(local: slot, port: port, sent: .now)
         case .connection(let connection):
             let sequence = connection.beginRequest()

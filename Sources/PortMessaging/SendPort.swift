@@ -129,8 +129,7 @@ public final class SendPort: Sendable {
         let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
-            let slot = ReplySlot()
-            try port.enqueue(.init(message: try Self.localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: sendDeadline)
+            let slot = try Self.enqueueLocalRequest(message, on: port, deadline: sendDeadline)
             return try Self.awaitLocalReply(slot, from: port, until: receiveTimeout.map { ContinuousClock.now + $0 })
         case .connection(let connection):
             // Any number in flight per connection: each reply is matched by its sequence number.
@@ -141,6 +140,16 @@ public final class SendPort: Sendable {
             let sent = waited ? ContinuousClock.now : start
             return try connection.awaitReply(sequence, sent: sent, timeout: receiveTimeout)
         }
+    }
+
+    /// Queues an in-process request for `port`, waiting for room until `deadline`; the slot
+    /// its reply comes to.
+    static func enqueueLocalRequest(
+        _ message: Message, on port: ReceivePort, deadline: ContinuousClock.Instant?
+    ) throws(PortError) -> ReplySlot {
+        let slot = ReplySlot()
+        try port.enqueue(.init(message: try localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: deadline)
+        return slot
     }
 
     /// Waits until `deadline` for the reply an in-process request's `slot` gets from `port`.
