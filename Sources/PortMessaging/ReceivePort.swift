@@ -380,7 +380,6 @@ public final class ReceivePort: Sendable {
             return (state.schedule, state.readingPaused)
         }
         connection.queueLimit.store(maxQueuedBytes, ordering: .relaxed)
-        connection.announceLimit(maxMessageBytes)
         // By identity, not by a weak reference (which would give the connection a side-table
         // count): the handler runs while the connection closes, so the identity is its own.
         let identity = ObjectIdentifier(connection)
@@ -397,6 +396,9 @@ public final class ReceivePort: Sendable {
             _ = self.state.withLock { $0.connections.removeValue(forKey: identity) }
             self.report(.disconnected(peer, reason))
         }
+        // Once the peer is attached: a peer gone already leaves the connection open for its
+        // loop to read what it wrote, and the end after it (`peerGoneOnWrite`).
+        connection.announceLimit(maxMessageBytes)
         if let schedule {
             // While the port's iteration holds back, the connection waits unread (in no mode).
             try connection.bind(to: self, loop: schedule.loop, modes: paused ? [] : schedule.modes, handler: schedule.handler)

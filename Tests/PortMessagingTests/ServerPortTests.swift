@@ -110,6 +110,36 @@ struct ServerPortTests {
         #expect(try first.reply(timeout: .seconds(30)).text == "last words")
     }
 
+    /// A peer that sends and closes before the server's loop has even accepted it: its
+    /// message is still delivered (the port's limits announcement then meets a closed
+    /// peer; what the peer wrote is read before the connection is closed), and its end is
+    /// reported after it.
+    @Test func aMessageFromAPeerGoneBeforeItWasAcceptedIsDelivered() throws {
+        let server = try Server()
+        defer { server.stop() }
+        // Hold the server's loop while the peer comes and goes.
+        let held = ConditionLock(false)
+        let release = ConditionLock(false)
+        try server.thread.loop.perform {
+            held.withLock { $0 = true }
+            held.broadcast()
+            _ = release.wait(until: .now + .seconds(60)) { $0 ? true : nil }
+        }
+        #expect(held.wait(until: .now + .seconds(60)) { $0 ? true : nil } == true)
+        let client = try SendPort.connect(to: server.address)
+        try client.send(Message(text: "parting words"))
+        client.invalidate()
+        release.withLock { $0 = true }
+        release.broadcast()
+        #expect(eventually { server.seen.all.contains { if case .disconnected = $0 { true } else { false } } })
+        let seen = server.seen.all
+        guard case .connected(let id)? = seen.first else {
+            Issue.record("\(seen)")
+            return
+        }
+        #expect(seen == [.connected(id), .message(id, "parting words"), .disconnected(id, .peerDied)])
+    }
+
     /// Replies written on the loop's thread never make it wait for a peer that does not
     /// read: what the socket does not take is queued and written as the peer reads, in
     /// order and whole; past the queue's bound an answer with a zero timeout is refused at

@@ -79,12 +79,20 @@ extension Connection {
         _ = readAvailable(maxChunks: 16, takeUnbound)
     }
 
-    /// The peer is gone (a write found it so), but what it sent before it went may still
-    /// be unread: on an unbound connection that no one reads now, reads it, so that its
-    /// replies (a refusal written just before it closed, say) reach their requests instead
-    /// of going with the connection. A bound connection's loop reads its own.
-    func takeRepliesLeftBehind() {
-        guard life.withLock({ $0.handler == nil }) else { return }
+    /// A write found the peer gone, but what it wrote before it went may still be unread.
+    /// A receive port's connection, and one the shared reply loop reads, stay open: their
+    /// loop reads them to the end, delivering what is left, and closes them there (with
+    /// `peerDied`). Any other connection is read here (`takeRepliesLeftBehind`), then closed.
+    func peerGoneOnWrite() {
+        if inbound.withLock({ $0.peer != nil }) || replies.withLock({ $0.loopReads }) { return }
+        takeRepliesLeftBehind()
+        close(.peerDied)
+    }
+
+    /// Reads what the gone peer of a connection that only its requesters read left unread,
+    /// unless a requester is reading it now: its replies (a refusal written just before
+    /// the peer closed, say) reach their requests instead of going with the connection.
+    private func takeRepliesLeftBehind() {
         let mayRead = replies.withLock { table -> Bool in
             guard !table.readerActive else { return false }
             table.readerActive = true

@@ -101,10 +101,7 @@ extension Connection {
                 }
             case .failure(let error):
                 let failure = PortError(connection: "send", error)
-                if failure == .peerDied {
-                    takeRepliesLeftBehind()
-                    close(.peerDied)
-                }
+                if failure == .peerDied { peerGoneOnWrite() }
                 throw failure
             }
         }
