@@ -9,6 +9,9 @@ struct NameCall {
     var wait: Duration = .zero
     var what: String
 
+    /// The request message: id = operation, one component per field.
+    var message: Message { Message(id: operation.rawValue, components: fields) }
+
     /// `register`: the port travels as any port does (the server receives a connection into
     /// it); a scope other than `.host` goes as a trailing field.
     static func register(_ name: String, _ port: ReceivePort, scope: NameScope, again: Bool = false) throws(NameServerError) -> NameCall {

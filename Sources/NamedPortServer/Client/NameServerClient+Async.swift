@@ -40,10 +40,9 @@ extension NameServerClient {
             let hello = helloCall(address)
             let reply: Message
             do {
-                reply = try await server.request(
-                    Message(id: hello.operation.rawValue, components: hello.fields), sendTimeout: timeout, receiveTimeout: timeout)
+                reply = try await server.request(hello.message, sendTimeout: timeout, receiveTimeout: timeout)
             } catch {
-                throw helloError(requestError(error, address: address, what: hello.what), address: address)
+                throw helloError(error, address: address)
             }
             let pid = try greetedPID(try okFields(of: reply, address: address))
             return ServerConnection(port: server, greeting: .greeted(pid: pid))
@@ -126,8 +125,7 @@ extension NameServerClient {
         if !server.greeting.isGreeted, let refusal = server.greeting.failure { throw refusal }
         let reply: Result<Message, PortError>
         do {
-            reply = .success(try await server.port.request(
-                Message(id: call.operation.rawValue, components: call.fields), sendTimeout: timeout, receiveTimeout: timeout))
+            reply = .success(try await server.port.request(call.message, sendTimeout: timeout, receiveTimeout: timeout))
         } catch {
             reply = .failure(error)
         }

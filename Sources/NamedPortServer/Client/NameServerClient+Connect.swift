@@ -105,7 +105,8 @@ extension NameServerClient {
 
     /// What a failed hello means: a server answers every hello it reads; one that closes
     /// first could not take the connection at all.
-    static func helloError(_ error: NameServerError, address: String) -> NameServerError {
+    static func helloError(_ failure: PortError, address: String) -> NameServerError {
+        let error = requestError(failure, address: address, what: helloCall(address).what)
         guard case .connectionLost = error else { return error }
         return .serverBusy(address: address, reason: "it closed the connection before answering (out of descriptors?)")
     }

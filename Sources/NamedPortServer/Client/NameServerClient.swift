@@ -76,7 +76,7 @@ public final class NameServerClient: Sendable {
     /// named by its socket's credentials.
     public var serverPID: Int32 {
         let (connection, last) = link.withLock { link -> (ServerConnection?, Int32) in
-            if case .connected(let connection) = link { return (connection, link.lastKnownPID) }
+            if case .connected(let connection) = link { return (connection, 0) }
             return (nil, link.lastKnownPID)
         }
         guard let connection else { return last }

@@ -51,10 +51,10 @@ final class ServerGreeting: Sendable {
     static func sayHello(on server: SendPort, peerPID: Int32, address: String, timeout: Duration) throws(NameServerError) -> ServerGreeting {
         let hello = NameServerClient.helloCall(address)
         do {
-            let sent = try server.send(request: Message(id: hello.operation.rawValue, components: hello.fields), sendTimeout: timeout)
+            let sent = try server.send(request: hello.message, sendTimeout: timeout)
             return ServerGreeting(.pending(sent), peerPID: peerPID)
         } catch {
-            throw NameServerClient.helloError(NameServerClient.requestError(error, address: address, what: hello.what), address: address)
+            throw NameServerClient.helloError(error, address: address)
         }
     }
 
@@ -79,25 +79,27 @@ final class ServerGreeting: Sendable {
     /// - Throws: the refusal (`protocolError`, `permissionDenied`, `serverBusy`), or
     ///   `timedOut` when the answer did not come in time (a later call may take it still).
     func settle(timeout: Duration, address: String) throws(NameServerError) -> Int32 {
-        let deadline = ContinuousClock.now + timeout
-        // Take the answer, or wait for the caller who is taking it.
-        let sent: SentRequest? = state.wait(until: deadline) { state -> SentRequest?? in
+        /// What this caller does: return the answer, or take it.
+        enum Turn {
+            case answered(Result<Int32, NameServerError>)
+            case take(SentRequest)
+        }
+        // The answer, or the caller's turn to take it, or (while another caller takes it)
+        // a wait for that caller.
+        let turn = state.wait(until: .now + timeout) { state -> Turn? in
             switch state {
-            case .settled: return .some(nil)
+            case .settled(let outcome): return .answered(outcome)
             case .settling: return nil
             case .pending(let sent):
                 state = .settling
-                return .some(sent)
+                return .take(sent)
             }
-        } ?? nil
-        guard let sent else {
-            if let outcome = state.withLock({ state -> Result<Int32, NameServerError>? in
-                if case .settled(let outcome) = state { return outcome }
-                return nil
-            }) {
-                return try outcome.get()
-            }
-            throw .timedOut(operation: NameServerClient.helloCall(address).what)
+        }
+        let sent: SentRequest
+        switch turn {
+        case .answered(let outcome)?: return try outcome.get()
+        case .take(let request)?: sent = request
+        case nil: throw .timedOut(operation: NameServerClient.helloCall(address).what)
         }
         let outcome: Result<Int32, NameServerError>
         do {
@@ -110,8 +112,7 @@ final class ServerGreeting: Sendable {
             state.broadcast()
             throw .timedOut(operation: NameServerClient.helloCall(address).what)
         } catch {
-            let failure = NameServerClient.requestError(error, address: address, what: NameServerClient.helloCall(address).what)
-            outcome = .failure(NameServerClient.helloError(failure, address: address))
+            outcome = .failure(NameServerClient.helloError(error, address: address))
         }
         state.withLock { $0 = .settled(outcome) }
         if case .success = outcome { answeredOK.store(true, ordering: .releasing) }
