@@ -61,6 +61,10 @@ CASES = {
     "scale.timers": "the mean cost of arming and firing a timer on a loop that holds N other timers",
     "scale.threads-rss": "resident memory per idle permanent thread, N of them asleep",
     "scale.threads-cpu": "CPU time of N idle permanent threads over one second",
+    "scale.names": "a lookup of a random one of N names, registered by another process, on a kept connection",
+    "scale.clients": "lookups per second through one server from N clients at once, each its own "
+                     "connection and task",
+    "scale.clients-latency": "the time of each of those lookups, with N of them in flight",
 }
 
 BASELINES = {
@@ -259,7 +263,8 @@ def main():
     w("- Each case runs PortKit and its baselines in the same process, alternating run by run,")
     w(f"  after one warm-up run each; {', '.join(map(str, runs))} measured runs per implementation.")
     w("  A sample is one run's result; the tables give the median of the samples and their")
-    w("  range (min – max).")
+    w("  range (min – max). A run of timed exchanges (a round trip, a lookup) samples their")
+    w("  median, and its **p99** column is the median over the runs of each run's 99th percentile.")
     w("- The claim is the **ratio** to a baseline of the same invocation, never an absolute")
     w("  figure: the reference machine is a small shared virtual machine (2 vCPUs), where")
     w("  absolute figures move by up to 2x between invocations while ratios hold.")
@@ -273,7 +278,7 @@ def main():
     w("")
     w("The baselines:")
     w("")
-    seen = sorted({row["impl"] for row in rows if row["impl"] != "portkit"})
+    seen = sorted({row["impl"] for row in rows if row["impl"] != "portkit" and "size" not in row})
     for impl in seen:
         w(f"- `{impl}`: {BASELINES.get(impl, 'see the case')}.")
     w("")
@@ -311,13 +316,15 @@ def main():
             w(f"{what[:1].upper() + what[1:]} ({unit}, {better}).")
             w("")
             portkit = next((r for r in impls if r["impl"] == "portkit"), None)
-            w("| implementation | median | range | PortKit ÷ it |")
-            w("| --- | ---: | ---: | ---: |")
+            tail = any("p99" in r for r in impls)
+            w("| implementation | median | range |" + (" p99 |" if tail else "") + " PortKit ÷ it |")
+            w("| --- | ---: | ---: |" + (" ---: |" if tail else "") + " ---: |")
             for r in impls:
                 ratio = ""
                 if portkit is not None and r is not portkit and r["median"] > 0:
                     ratio = f"{portkit['median'] / r['median']:.2f}x"
-                w(f"| {r['impl']} | {fmt(r['median'])} | {fmt(r['min'])} – {fmt(r['max'])} | {ratio} |")
+                p99 = f" {fmt(r['p99'])} |" if "p99" in r else (" |" if tail else "")
+                w(f"| {r['impl']} | {fmt(r['median'])} | {fmt(r['min'])} – {fmt(r['max'])} |{p99} {ratio} |")
             for note in notes:
                 if note.startswith(name + "/"):
                     w("")
@@ -329,7 +336,8 @@ def main():
     if scaled:
         w("## How cost grows")
         w("")
-        w("Each of these cases measures one thing at several sizes (ports on a loop, timers, threads);")
+        w("Each of these cases measures one thing at several sizes (ports on a loop, timers, threads,")
+        w("names, clients);")
         w("its rows carry the size, and the ratio is each size's median to the smallest size's of the")
         w("same invocation.")
         w("")
@@ -340,12 +348,14 @@ def main():
         w(f"### `{name}`")
         w("")
         what = CASES.get(name, name)
-        w(f"{what[:1].upper() + what[1:]} ({unit}, lower is better).")
+        better = "higher is better" if rate(unit) else "lower is better"
+        w(f"{what[:1].upper() + what[1:]} ({unit}, {better}).")
         w("")
         w(f"![{name}: cost against size]({chart})")
         w("")
-        w("| series | size | median | range | ÷ smallest |")
-        w("| --- | ---: | ---: | ---: | ---: |")
+        tail = any("p99" in r for r in impls)
+        w("| series | size | median | range |" + (" p99 |" if tail else "") + " ÷ smallest |")
+        w("| --- | ---: | ---: | ---: |" + (" ---: |" if tail else "") + " ---: |")
         by_series = {}
         for r in sorted(impls, key=lambda r: r.get("size", 0)):
             by_series.setdefault(series_of(r), []).append(r)
@@ -353,8 +363,9 @@ def main():
             base = points[0]["median"]
             for r in points:
                 ratio = f"{r['median'] / base:.2f}x" if base > 0 and r is not points[0] else ""
+                p99 = f" {fmt(r['p99'])} |" if "p99" in r else (" |" if tail else "")
                 w(f"| {label} | {count_label(r.get('size', 0))} | {fmt(r['median'])} | "
-                  f"{fmt(r['min'])} – {fmt(r['max'])} | {ratio} |")
+                  f"{fmt(r['min'])} – {fmt(r['max'])} |{p99} {ratio} |")
         w("")
 
     w("## Reading the figures")

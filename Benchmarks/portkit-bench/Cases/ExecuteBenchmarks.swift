@@ -60,13 +60,13 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         BenchmarkCase(name: "execute.roundtrip", unit: "µs", impls: targetImpls(RoundTrips(count: count)))
     }
 
-    /// One run of `execute.roundtrip`: `count` round trips; the median in µs.
+    /// One run of `execute.roundtrip`: `count` round trips; their median and p99 in µs.
     struct RoundTrips: TargetMeasurement {
         let count: Int
         /// Every impl's thread is back asleep within microseconds of running a block.
         var idleGap: Duration = .microseconds(200)
 
-        func measure<Target: BlockTarget>(_ target: Target) throws -> Double {
+        func measure<Target: BlockTarget>(_ target: Target) throws -> RunSample {
             let reply = SpinReply()
             var samples: [Double] = []
             samples.reserveCapacity(count)
@@ -77,7 +77,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
                 try reply.spin(until: number)
                 samples.append(start.duration(to: .now).microseconds)
             }
-            return Summary.median(samples)
+            return RunSample(latencies: samples)
         }
     }
 
@@ -112,7 +112,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         let blocks: Int
         let producers: Int
 
-        func measure<Target: BlockTarget>(_ target: Target) throws -> Double {
+        func measure<Target: BlockTarget>(_ target: Target) throws -> RunSample {
             let sink = BlockSink(expected: blocks)
             let start: ContinuousClock.Instant
             if producers == 1 {
@@ -122,7 +122,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
                 start = try postFromThreads(target, sink)
             }
             let end = try sink.waitUntilDone(timeout: .seconds(120))
-            return Double(blocks) / ((end - start).microseconds / 1e6)
+            return RunSample(value: Double(blocks) / ((end - start).microseconds / 1e6))
         }
 
         /// Starts the producers, lets them all go at once, waits until they have posted
@@ -201,7 +201,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
         ])
     }
 
-    private static func medianSync(_ count: Int, _ call: (Int) throws -> Int) throws -> Double {
+    private static func medianSync(_ count: Int, _ call: (Int) throws -> Int) throws -> RunSample {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for number in 1...count {
@@ -210,7 +210,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             samples.append(start.duration(to: .now).microseconds)
             precondition(value == number, "sync returned \(value) for \(number)")
         }
-        return Summary.median(samples)
+        return RunSample(latencies: samples)
     }
 
     // MARK: thread.idle
@@ -345,7 +345,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
 /// `post` is called directly, not through an existential.
 protocol TargetMeasurement {
     /// Performs one run on `target` and returns its sample.
-    func measure<Target: BlockTarget>(_ target: Target) throws -> Double
+    func measure<Target: BlockTarget>(_ target: Target) throws -> RunSample
 }
 
 /// A thread (or queue) that runs posted blocks one at a time, in order.

@@ -27,7 +27,7 @@ extension PortBenchmarks {
     /// workers too, which cannot be pinned one by one) runs on `placement`'s CPUs during a run.
     static func inProcessRoundTrip(_ name: String, count: Int, pacing: Pacing, placement: WakePlacement) -> BenchmarkCase {
         let request = Message(id: 1, bytes: payload(8))
-        let run = { (roundTrip: () throws -> Void) throws -> Double in
+        let run = { (roundTrip: () throws -> Void) throws -> RunSample in
             let pinning = try ProcessPinning.pin(placement)
             defer { pinning.restore() }
             var samples: [Double] = []
@@ -38,7 +38,7 @@ extension PortBenchmarks {
                 try roundTrip()
                 samples.append(start.duration(to: .now).microseconds)
             }
-            return Summary.median(samples)
+            return RunSample(latencies: samples)
         }
         return BenchmarkCase(name: name, unit: "µs", impls: [
             BenchmarkImpl("portkit") {

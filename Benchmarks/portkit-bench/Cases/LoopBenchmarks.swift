@@ -49,8 +49,9 @@ enum LoopBenchmarks: BenchmarkFamily {
     }
 
     /// One run of a wake case: `count` round trips, each posted once the loop's thread
-    /// sleeps (in epoll or on a futex), with the caller on `callerCPUs`; returns the median in µs.
-    static func medianRoundTrip(_ count: Int, on loop: some SleepingLoop, callerCPUs: CPUSet) throws -> Double {
+    /// sleeps (in epoll or on a futex), with the caller on `callerCPUs`; returns the median
+    /// and p99 in µs.
+    static func medianRoundTrip(_ count: Int, on loop: some SleepingLoop, callerCPUs: CPUSet) throws -> RunSample {
         let probe = try ThreadSleepProbe(threadID: loop.threadID)
         defer { probe.close() }
         let callerWas = try CPUAffinity.allowed()
@@ -67,7 +68,7 @@ enum LoopBenchmarks: BenchmarkFamily {
             try reply.spin(until: number)
             samples.append(start.duration(to: .now).microseconds)
         }
-        return Summary.median(samples)
+        return RunSample(latencies: samples)
     }
 
     // MARK: loop.timer-1ms

@@ -326,12 +326,12 @@ enum NameBenchmarks: BenchmarkFamily {
 
     // MARK: Shared
 
-    /// Runs `sample` `count` times and returns the median in µs.
-    static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> Double {
+    /// Runs `sample` `count` times; the median and the p99 of its times in µs.
+    static func medianMicroseconds(_ count: Int, _ sample: () throws -> Duration) throws -> RunSample {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for _ in 0..<count { samples.append(try sample().microseconds) }
-        return Summary.median(samples)
+        return RunSample(latencies: samples)
     }
 }
 
@@ -346,14 +346,15 @@ final class NameFixture: Sendable {
     private let port: ReceivePort
     private let loop: PortKitLoopThread
 
-    init() throws {
+    /// Starts the server with `policy` and registers `name`.
+    init(policy: NameServerPolicy = NameServerPolicy()) throws {
         var template = Array("/tmp/portkit-bench-XXXXXX".utf8CString)
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
             throw BenchmarkError.lastSystemError("mkdtemp")
         }
         directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         address = directory + "/names.sock"
-        server = try NameServer.start(at: address)
+        server = try NameServer.start(at: address, policy: policy)
         loop = try PortKitLoopThread(name: "bench-names")
         port = ReceivePort()
         try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }

@@ -184,8 +184,8 @@ enum PortBenchmarks: BenchmarkFamily {
 
     // MARK: Measuring
 
-    /// Runs `body` `count` times and returns the median of its times in µs.
-    static func medianMicroseconds(_ count: Int, _ body: () throws -> Void) throws -> Double {
+    /// Runs `body` `count` times; the median and the p99 of its times in µs.
+    static func medianMicroseconds(_ count: Int, _ body: () throws -> Void) throws -> RunSample {
         var samples: [Double] = []
         samples.reserveCapacity(count)
         for _ in 0..<count {
@@ -193,12 +193,12 @@ enum PortBenchmarks: BenchmarkFamily {
             try body()
             samples.append(start.duration(to: .now).microseconds)
         }
-        return Summary.median(samples)
+        return RunSample(latencies: samples)
     }
 
-    /// The median time, in µs, of `count` requests of `request` to `port`, each reply
-    /// checked to hold `size` bytes.
-    static func medianRequestMicroseconds(_ count: Int, _ request: Message, to port: SendPort, size: Int) throws -> Double {
+    /// The median and p99 time, in µs, of `count` requests of `request` to `port`, each
+    /// reply checked to hold `size` bytes.
+    static func medianRequestMicroseconds(_ count: Int, _ request: Message, to port: SendPort, size: Int) throws -> RunSample {
         try medianMicroseconds(count) {
             guard try port.request(request).bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
         }

@@ -20,12 +20,14 @@ struct BenchmarkImpl {
     /// An impl ready to measure: what one run does, and how to clean up.
     struct Instance {
         /// Performs one measured run and returns its sample.
-        let measure: () throws -> Double
+        let measure: () throws -> RunSample
         /// Releases what `start` made (joins threads, closes descriptors).
         let stop: () -> Void
 
-        init(measure: @escaping () throws -> Double, stop: @escaping () -> Void = {}) {
-            self.measure = measure
+        /// `measure` returns a plain value (`Double`) or, for a run of timed exchanges, a
+        /// `RunSample` with their tail.
+        init<Value: RunSampleConvertible>(measure: @escaping () throws -> Value, stop: @escaping () -> Void = {}) {
+            self.measure = { try measure().runSample }
             self.stop = stop
         }
     }
@@ -46,11 +48,47 @@ struct BenchmarkImpl {
     }
 
     /// An impl with nothing to set up: `measure` performs one run.
-    init(_ name: String, measure: @escaping () throws -> Double) {
+    init<Value: RunSampleConvertible>(_ name: String, measure: @escaping () throws -> Value) {
         self.name = name
         self.size = nil
         self.start = { Instance(measure: measure) }
     }
+}
+
+/// One run's sample: its value in the case's unit and, for a run made of many timed
+/// exchanges (a round trip's), the 99th percentile of their times.
+struct RunSample {
+    /// The run's value: for a run of timed exchanges, the median of their times.
+    var value: Double
+    /// The 99th percentile of the run's exchange times, or `nil` for a run that is one figure.
+    var p99: Double? = nil
+
+    /// The sample of a run of timed exchanges: their median, and their 99th percentile.
+    init(latencies: [Double]) {
+        precondition(!latencies.isEmpty, "no latencies in a run")
+        let sorted = latencies.sorted()
+        value = Summary.median(ofSorted: sorted)
+        p99 = Summary.percentile(99, ofSorted: sorted)
+    }
+
+    init(value: Double, p99: Double? = nil) {
+        self.value = value
+        self.p99 = p99
+    }
+}
+
+/// What a run's `measure` may return: a plain value, or a `RunSample`.
+protocol RunSampleConvertible {
+    /// The value as a run's sample.
+    var runSample: RunSample { get }
+}
+
+extension Double: RunSampleConvertible {
+    var runSample: RunSample { RunSample(value: self) }
+}
+
+extension RunSample: RunSampleConvertible {
+    var runSample: RunSample { self }
 }
 
 /// How much work one run does: full for measurements, small for a smoke run (`--quick`).

@@ -10,7 +10,9 @@ protocol BenchmarkReport {
 
 /// One JSON object per line and per impl, flushed as each case ends:
 /// `{"bench": "...", "impl": "...", "unit": "...", "median": x, "min": x, "max": x, "runs": n}`,
-/// with `"size": n` after `"impl"` for an impl of a scale case.
+/// with `"size": n` after `"impl"` for an impl of a scale case, and `"p99": x` after `"max"`
+/// for a case whose runs are timed exchanges (the median over the runs of each run's 99th
+/// percentile).
 struct JSONLinesReport: BenchmarkReport {
     func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool) {}
 
@@ -18,9 +20,10 @@ struct JSONLinesReport: BenchmarkReport {
         for result in results {
             let s = result.summary
             let size = result.size.map { "\"size\": \($0), " } ?? ""
+            let p99 = result.p99.map { "\"p99\": \(Self.number($0)), " } ?? ""
             print("{\"bench\": \(Self.quoted(result.bench)), \"impl\": \(Self.quoted(result.impl)), " + size
                 + "\"unit\": \(Self.quoted(result.unit)), \"median\": \(Self.number(s.median)), "
-                + "\"min\": \(Self.number(s.min)), \"max\": \(Self.number(s.max)), \"runs\": \(s.count)}")
+                + "\"min\": \(Self.number(s.min)), \"max\": \(Self.number(s.max)), " + p99 + "\"runs\": \(s.count)}")
         }
         fflush(nil)
     }
@@ -56,14 +59,14 @@ struct JSONLinesReport: BenchmarkReport {
 /// (impls with sizes), each size's median divided by the smallest size's, as "1.05x/10".
 final class TableReport: BenchmarkReport {
     private var widths: [Int] = []
-    private static let headers = ["bench", "impl", "unit", "median", "min", "max", "runs", "portkit/impl"]
+    private static let headers = ["bench", "impl", "unit", "median", "min", "max", "p99", "runs", "portkit/impl"]
 
     func begin(_ cases: [BenchmarkCase], runs: Int, quick: Bool) {
         let benchWidth = cases.map(\.name.count).max() ?? 0
         let implWidth = cases.flatMap { $0.impls.map(\.name.count) }.max() ?? 0
         let unitWidth = cases.map(\.unit.count).max() ?? 0
         widths = [
-            max(benchWidth, 5), max(implWidth, 4), max(unitWidth, 4), 10, 10, 10, 4, Self.headers[7].count,
+            max(benchWidth, 5), max(implWidth, 4), max(unitWidth, 4), 10, 10, 10, 10, 4, Self.headers[8].count,
         ]
         print("portkit-bench: \(runs) runs per impl, alternating, after 1 warm-up run\(quick ? " (quick)" : "")")
         print(row(Self.headers))
@@ -84,7 +87,7 @@ final class TableReport: BenchmarkReport {
             }
             print(row([
                 result.bench, result.impl, result.unit,
-                Self.fixed(s.median), Self.fixed(s.min), Self.fixed(s.max), "\(s.count)", ratio,
+                Self.fixed(s.median), Self.fixed(s.min), Self.fixed(s.max), result.p99.map(Self.fixed) ?? "", "\(s.count)", ratio,
             ]))
         }
         fflush(nil)

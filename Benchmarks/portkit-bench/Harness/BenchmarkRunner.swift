@@ -6,6 +6,9 @@ struct BenchmarkResult {
     /// The impl's size in a scale case, else `nil`.
     var size: Int? = nil
     let summary: Summary
+    /// The median over the runs of each run's 99th percentile, for a case whose runs are
+    /// made of timed exchanges; else `nil`.
+    var p99: Double? = nil
 }
 
 /// Runs a case's impls alternately in this process: after warm-up, impl A run 1,
@@ -38,17 +41,21 @@ struct BenchmarkRunner {
         for _ in 0..<warmUpRuns {
             for instance in instances { _ = try instance.measure() }
         }
-        var samples = [[Double]](repeating: [], count: instances.count)
+        var samples = [[RunSample]](repeating: [], count: instances.count)
         for _ in 0..<runs {
             for (index, instance) in instances.enumerated() {
                 let sample = try instance.measure()
-                guard sample.isFinite else { throw BenchmarkError.badSample(benchCase.name, impls[index].name, sample) }
+                for value in [sample.value] + (sample.p99.map { [$0] } ?? []) where !value.isFinite {
+                    throw BenchmarkError.badSample(benchCase.name, impls[index].name, value)
+                }
                 samples[index].append(sample)
             }
         }
         return zip(impls, samples).map { impl, samples in
-            BenchmarkResult(
-                bench: benchCase.name, impl: impl.name, unit: benchCase.unit, size: impl.size, summary: Summary(samples))
+            let tails = samples.compactMap(\.p99)
+            return BenchmarkResult(
+                bench: benchCase.name, impl: impl.name, unit: benchCase.unit, size: impl.size,
+                summary: Summary(samples.map(\.value)), p99: tails.count == samples.count ? Summary.median(tails) : nil)
         }
     }
 }

@@ -21,9 +21,17 @@ struct Summary: Equatable {
         return median(ofSorted: samples.sorted())
     }
 
-    private static func median(ofSorted sorted: [Double]) -> Double {
+    /// The median of `sorted`, which must be sorted and not empty.
+    static func median(ofSorted sorted: [Double]) -> Double {
         let middle = sorted.count / 2
         return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+
+    /// The `percent`th percentile of `sorted` by nearest rank: the smallest sample that at
+    /// least `percent` % of the samples do not exceed. `sorted` must be sorted and not empty.
+    static func percentile(_ percent: Int, ofSorted sorted: [Double]) -> Double {
+        let rank = (sorted.count * percent + 99) / 100
+        return sorted[Swift.max(rank, 1) - 1]
     }
 }
 

@@ -1,4 +1,5 @@
 import Glibc
+import NamedPortServer
 import PortMessaging
 import Synchronization
 
@@ -15,6 +16,7 @@ enum BenchChildren {
         case "port-echo": return portEcho()
         case "raw-echo": return rawEcho()
         case "raw-sink": return rawSink()
+        case "name-filler": return nameFiller(rest)
         case "socketport-driver": return SocketPortChildren.driver(rest)
         case "socketport-peer": return SocketPortChildren.peer(rest)
         default:
@@ -66,6 +68,40 @@ enum BenchChildren {
             return 0
         } catch {
             printError("portkit-bench port-echo: \(error)")
+            return 1
+        }
+    }
+
+    /// The `index`th name `name-filler` registers.
+    static func fillerName(_ index: Int) -> String { "scale.\(index)" }
+
+    /// `name-filler ADDRESS COUNT`: registers `fillerName(0)` … `fillerName(COUNT - 1)` at the
+    /// name server at ADDRESS, all for one port served on a loop thread, prints `ready`, and
+    /// holds them until its standard input ends.
+    static func nameFiller(_ arguments: [String]) -> Int32 {
+        guard arguments.count == 2, let count = Int(arguments[1]) else {
+            printError("portkit-bench name-filler: usage: name-filler ADDRESS COUNT")
+            return 2
+        }
+        do {
+            let loop = try PortKitLoopThread(name: "bench-name-filler")
+            let port = ReceivePort()
+            try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }
+            let client = try NameServerClient.connect(to: arguments[0])
+            for index in 0..<count { try client.register(fillerName(index), port: port) }
+            print("ready")
+            fflush(nil)
+            var byte: UInt8 = 0
+            while true {
+                let got = read(0, &byte, 1)
+                guard got > 0 || (got < 0 && errno == EINTR) else { break }
+            }
+            client.close()
+            port.invalidate()
+            loop.shutDown()
+            return 0
+        } catch {
+            printError("portkit-bench name-filler: \(error)")
             return 1
         }
     }

@@ -34,9 +34,9 @@ final class TimerChain: Sendable {
         ended.signal()
     }
 
-    /// Waits for the chain's end and returns the median lateness in µs.
+    /// Waits for the chain's end and returns the median and p99 lateness in µs.
     /// - Throws: `BenchmarkError.timedOut` when the chain stalls.
-    func medianLateness() throws(BenchmarkError) -> Double {
+    func medianLateness() throws(BenchmarkError) -> RunSample {
         // Each timer takes 1 ms; allow plenty for a loaded machine.
         let timeout = DispatchTime.now() + .seconds(10 + length / 100)
         guard ended.wait(timeout: timeout) == .success else {
@@ -44,6 +44,6 @@ final class TimerChain: Sendable {
         }
         let (lateness, failure) = state.withLock { ($0.lateness, $0.failure) }
         if let failure { throw .timedOut("the timer chain failed: \(failure)") }
-        return Summary.median(lateness)
+        return RunSample(latencies: lateness)
     }
 }
