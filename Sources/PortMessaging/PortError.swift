@@ -32,6 +32,10 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case alreadyScheduled
     /// The receiving handler let the request's `PendingReply` go without answering it.
     case noReply
+    /// The receiver could not take the ports or descriptors the request carried: its
+    /// descriptor table is full (`EMFILE`). The request was not delivered; the connection
+    /// stays, and trying again once the receiver has closed some may work.
+    case receiverOutOfDescriptors
     /// Another port listens at this address (`ReceivePort.listen(at:)`).
     case addressInUse(String)
     /// Nothing listens at this address (`SendPort.connect(to:)`).
@@ -81,6 +85,7 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notScheduled: "the port is not scheduled on a run loop"
         case .alreadyScheduled: "the port is already scheduled"
         case .noReply: "the receiver dropped the request without replying"
+        case .receiverOutOfDescriptors: "the receiver is out of descriptors and could not take the request's ports"
         case .addressInUse(let address): "another port listens at \(address)"
         case .noListener(let address): "nothing listens at \(address)"
         case .alreadyListening: "the port listens at an address already"

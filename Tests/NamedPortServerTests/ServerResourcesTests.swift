@@ -61,6 +61,15 @@ struct ServerResourcesTests {
         }
         #expect(try looker.owner(of: "x").pid == getpid())
 
+        // A register whose port the server cannot take is refused as busy: the owner's
+        // connection stays, and with it the name it holds.
+        let second = try loop.port { Array("y: \($0.text)".utf8) }
+        #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "out of descriptors for the request's port")) {
+            try owner.register("y", port: second)
+        }
+        #expect(try looker.owner(of: "x").pid == getpid())
+        #expect(throws: NameServerError.notFound(name: "y")) { try looker.owner(of: "y") }
+
         // Room again: everything works.
         for filler in fillers { filler.close() }
         fillers = []
@@ -68,6 +77,11 @@ struct ServerResourcesTests {
         let port = try looker.lookup("x")
         #expect(try ask(port, "hi") == "x: hi")
         port.invalidate()
+        try owner.register("y", port: second)
+        let other = try looker.lookup("y")
+        #expect(try ask(other, "hi") == "y: hi")
+        other.invalidate()
+        second.invalidate()
         receiver.invalidate()
     }
 

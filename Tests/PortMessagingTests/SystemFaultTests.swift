@@ -203,4 +203,56 @@ struct SystemFaultTests {
         #expect(try accepted.request(Message(id: 2, text: "second"), receiveTimeout: .seconds(30)).text == "re second")
         #expect(served.received.all.map(\.id) == [2])
     }
+
+    /// A pipe's write end as a message's descriptor, and the pipe, to close.
+    private func carryingADescriptor(_ id: UInt32) throws -> (Message, (read: FileDescriptor, write: FileDescriptor)) {
+        let pipe = try FileDescriptor.pipe()
+        var message = Message(id: id, text: "with a descriptor")
+        message.components.append(.descriptor(pipe.write.rawValue))
+        return (message, pipe)
+    }
+
+    /// The receiver out of descriptors (`MSG_CTRUNC`) as a request's descriptor arrives:
+    /// the request is refused with a typed error, not delivered, and the connection carries
+    /// the next request, descriptor and all.
+    @Test func aRequestWhoseDescriptorsTheReceiverCannotTakeIsRefusedAndTheConnectionGoesOn() throws {
+        let (served, sender) = try connected(.socket)
+        defer { sender.invalidate(); served.stop() }
+        let (first, pipe) = try carryingADescriptor(1)
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let rule = FaultSeam.arm(.descriptorsDropped, on: .receivedDescriptors, scope: try loopScope(of: served))
+        defer { FaultSeam.disarm(rule) }
+        #expect(throws: PortError.receiverOutOfDescriptors) { try sender.request(first, receiveTimeout: .seconds(30)) }
+        #expect(FaultSeam.fired(rule) == 1)
+        #expect(sender.isValid)
+        let (second, _) = try carryingADescriptor(2)
+        #expect(try sender.request(second, receiveTimeout: .seconds(30)).text == "re with a descriptor")
+        #expect(served.received.all.map(\.id) == [2])
+        FileDescriptor.close(served.received.all.flatMap(\.descriptors))
+    }
+
+    /// The requester out of descriptors as its reply's descriptor arrives: the request fails
+    /// with `EMFILE`, and the next one gets its reply, descriptor and all.
+    @Test func aReplyWhoseDescriptorsTheRequesterCannotTakeFailsItsRequestOnly() throws {
+        let pipe = try FileDescriptor.pipe()
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let served = ServedPort { request in
+            var reply = Message(id: request.id, text: "re \(request.text)")
+            reply.components.append(.descriptor(pipe.write.rawValue))
+            return reply
+        }
+        let sender = try join(served, over: .socket)
+        defer { sender.invalidate(); served.stop() }
+        let (_, fired) = FaultSeam.injecting(.descriptorsDropped, on: .receivedDescriptors) {
+            #expect(throws: PortError.system(operation: "recvmsg (a reply's descriptors)", errno: EMFILE)) {
+                try sender.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(30))
+            }
+        }
+        #expect(fired == 1)
+        #expect(sender.isValid)
+        let reply = try sender.request(Message(id: 2, text: "second"), receiveTimeout: .seconds(30))
+        #expect(reply.text == "re second" && reply.descriptors.count == 1)
+        FileDescriptor.close(reply.descriptors)
+        #expect(served.received.all.map(\.id) == [1, 2])
+    }
 }

@@ -198,6 +198,7 @@ public final class NameServerClient: Sendable {
         switch error {
         case .cancelled: return .cancelled
         case .peerDied, .invalidPort, .noReply: return .connectionLost(address: address)
+        case .receiverOutOfDescriptors: return .serverBusy(address: address, reason: "out of descriptors for the request's port")
         case .sendTimedOut, .receiveTimedOut: return .timedOut(operation: what)
         case .system(let operation, let errno): return .system(operation: operation, errno: errno)
         default: return .protocolError("\(what): \(error)")

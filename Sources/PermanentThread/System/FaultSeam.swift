@@ -10,6 +10,10 @@ package enum InjectedFault: Sendable, Hashable {
     /// The call is made, moving at most this many bytes (a short write; at least 1 makes
     /// progress, 0 makes a write of nothing).
     case shortWrite(Int)
+    /// A `recvmsg` is made, and the descriptors it brought are closed and reported lost
+    /// (`MSG_CTRUNC`), as the kernel does when the receiver's descriptor table is full.
+    /// Other calls are made as usual.
+    case descriptorsDropped
 }
 
 /// A test-only seam in the System layer: makes chosen wrapped system calls fail, or write

@@ -97,6 +97,11 @@ extension FileDescriptor {
                 rawValue, buffer.baseAddress, buffer.count, descriptors.baseAddress, CInt(descriptors.count),
                 &count, &truncated, waiting ? 0 : CInt(MSG_DONTWAIT), &pid, &uid, &gid, &hasCredentials)
         }.get()
+        if count > 0, portkit_fault_seam_armed() != 0,
+           FaultSeam.take(.receivedDescriptors, descriptor: rawValue) == .descriptorsDropped {
+            FileDescriptor.close(Array(UnsafeBufferPointer(rebasing: descriptors[..<Int(count)])))
+            (count, truncated) = (0, 1)
+        }
         return (n, Int(count), truncated != 0, hasCredentials != 0 ? (pid, uid, gid) : nil)
     }
 

@@ -15,6 +15,9 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
     case recv
     /// `recvmsg` (every socket read of a connection).
     case recvmsg
+    /// Not a call of its own: the descriptors a `recvmsg` brought, for the fault seam's
+    /// `descriptorsDropped` (a rule counts only reads that brought some).
+    case receivedDescriptors
     /// `accept4` on a listening socket.
     case accept
     /// `connect` to a socket address.
@@ -41,6 +44,7 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
         case .sendmsg: "sendmsg"
         case .recv: "recv"
         case .recvmsg: "recvmsg"
+        case .receivedDescriptors: "recvmsg (descriptors)"
         case .accept: "accept"
         case .connect: "connect"
         case .socketpair: "socketpair"
@@ -78,7 +82,7 @@ package func systemCall<I: FixedWidthInteger>(
         // One relaxed load when no test has armed a fault.
         let injected = portkit_fault_seam_armed() == 0 ? nil : FaultSeam.take(call, descriptor: descriptor)
         switch injected {
-        case .none:
+        case .none, .descriptorsDropped?:
             let value = body(count)
             if value != -1 { return .success(value) }
             error = .current

@@ -109,7 +109,8 @@ extension Connection {
     func takeUnbound(_ delivery: Delivery) {
         switch delivery {
         case .reply(let sequence, let message): complete(sequence, with: .success(message))
-        case .refused(let sequence): complete(sequence, with: .failure(.noReply))
+        case .refused(let sequence, let error): complete(sequence, with: .failure(error))
+        case .undelivered(let kind, let sequence): failUndelivered(kind, sequence)
         case .incoming(_, _, let message): discard(message)
         case .adopt(let socket): try? socket.close()
         case .limits(let bytes): peerMaxMessageBytes.store(bytes, ordering: .relaxed)

@@ -101,6 +101,7 @@ extension Connection {
                     if received.descriptors > 0 {
                         inbound.descriptors.append(contentsOf: UnsafeBufferPointer(rebasing: fds[..<received.descriptors]))
                     }
+                    if received.truncated { inbound.descriptorsDropped = true }
                     return .success(received.count)
                 case .pipes(let fd, _):
                     return Result { () throws(Errno) -> Int in try fd.read(into: buffer) }

@@ -14,8 +14,12 @@ extension Connection {
         case adopt(FileDescriptor)
         /// The peer's port accepts messages of up to this many bytes.
         case limits(Int)
-        /// The request with this sequence number gets no reply.
-        case refused(UInt64)
+        /// The request with this sequence number gets no reply, for this reason (`noReply`,
+        /// or `receiverOutOfDescriptors`).
+        case refused(UInt64, PortError)
+        /// A frame of this kind (and sequence number) whose descriptors this side could not
+        /// receive (its table was full): a request or a reply, or an adopted connection.
+        case undelivered(WireKind, UInt64)
     }
 
     /// The deliveries of one read: the first inline (a read usually brings one frame), the
@@ -128,7 +132,7 @@ extension Connection {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
                     guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
-                    batch.append(try decode(frame, header, takingFrom: &state.descriptors, sender: state.sender, peer: state.peer))
+                    batch.append(try decode(frame, header, takingFrom: &state, sender: state.sender, peer: state.peer))
                     offset += header.frameLength
                 }
                 // A frame begun but not ended waits in the splitter for the next read.
@@ -139,7 +143,7 @@ extension Connection {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
                             guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
-                            return try decode(raw, header, takingFrom: &state.descriptors, sender: state.sender, peer: state.peer)
+                            return try decode(raw, header, takingFrom: &state, sender: state.sender, peer: state.peer)
                         }
                     }
                     batch.append(try result.get())
@@ -151,8 +155,11 @@ extension Connection {
         // Descriptors come with the first byte of the frame that claims them: with no frame
         // begun, any left over were claimed by none (a peer that would make this side hold
         // descriptors for ever).
-        if !state.descriptors.isEmpty && state.splitter.bufferedByteCount == 0 {
-            return .closed(.malformed("\(state.descriptors.count) descriptors that no frame claims"))
+        if state.splitter.bufferedByteCount == 0 {
+            if !state.descriptors.isEmpty {
+                return .closed(.malformed("\(state.descriptors.count) descriptors that no frame claims"))
+            }
+            state.descriptorsDropped = false
         }
         if let peer = state.peer {
             // A frame begun and not finished: its peer knows since when (a server ends a
@@ -175,19 +182,33 @@ extension Connection {
     }
 
     /// Decodes one whole frame whose header is parsed, taking the descriptors it announces
-    /// from the front of `pending` (descriptors arrive in frame order).
+    /// from the front of `state.descriptors` (descriptors arrive in frame order).
+    ///
+    /// A frame that finds fewer descriptors than it announces after a read lost some (this
+    /// process is out of descriptors) is not delivered: the descriptors it got are closed,
+    /// and a request is refused (`receiverOutOfDescriptors`), a reply fails its request, an
+    /// adopted connection is dropped (its peer sees it end); a one-way message, which has
+    /// no way back, ends the connection with that error. The connection stays otherwise.
     private func decode(
-        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom pending: inout [CInt], sender: SenderCredentials?,
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom state: inout Inbound, sender: SenderCredentials?,
         peer: PortPeer?
     ) throws(PortError) -> Delivery {
         let count = header.descriptorCount
-        guard count <= pending.count else {
-            throw .malformed("frame announces \(count) descriptors, \(pending.count) arrived")
+        guard count <= state.descriptors.count else {
+            guard state.descriptorsDropped else {
+                throw .malformed("frame announces \(count) descriptors, \(state.descriptors.count) arrived")
+            }
+            FileDescriptor.close(state.descriptors)
+            state.descriptors.removeAll()
+            switch header.kind {
+            case .request, .reply, .adoptConnection: return .undelivered(header.kind, header.sequence)
+            default: throw .receiverOutOfDescriptors
+            }
         }
         var descriptors: [CInt] = []
         if count > 0 {
-            descriptors = Array(pending.prefix(count))
-            pending.removeFirst(count)
+            descriptors = Array(state.descriptors.prefix(count))
+            state.descriptors.removeFirst(count)
         }
         let limits = self.limits
         let components: [MessageComponent]
@@ -220,7 +241,8 @@ extension Connection {
                 FileDescriptor.close(descriptors)
                 throw .malformed("a \(header.kind) frame carries nothing but its header")
             }
-            return header.kind == .limits ? .limits(Int(header.id)) : .refused(header.sequence)
+            if header.kind == .limits { return .limits(Int(header.id)) }
+            return .refused(header.sequence, header.id == NoReplyReason.outOfDescriptors ? .receiverOutOfDescriptors : .noReply)
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         var message = Message(id: header.id, components: components, replyPort: replyPort)
@@ -246,7 +268,9 @@ extension Connection {
     func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
         switch delivery {
         case .reply(let sequence, let message): complete(sequence, with: .success(message))
-        case .refused(let sequence): complete(sequence, with: .failure(.noReply))
+        case .refused(let sequence, let error): complete(sequence, with: .failure(error))
+        case .undelivered(.request, let sequence): writeNoReply(sequence: sequence, reason: NoReplyReason.outOfDescriptors)
+        case .undelivered(let kind, let sequence): failUndelivered(kind, sequence)
         case .incoming(let kind, let sequence, let message):
             guard let handler else { return discard(message) }
             ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
@@ -257,6 +281,12 @@ extension Connection {
         case .limits(let bytes):
             peerMaxMessageBytes.store(bytes, ordering: .relaxed)
         }
+    }
+
+    /// A reply whose descriptors this process could not take fails its request with the
+    /// error the read met; a lost adopted connection needs nothing (its peer sees it end).
+    func failUndelivered(_ kind: WireKind, _ sequence: UInt64) {
+        if kind == .reply { complete(sequence, with: .failure(.system(operation: "recvmsg (a reply's descriptors)", errno: EMFILE))) }
     }
 
     /// Closes the descriptors of a message no one will receive.

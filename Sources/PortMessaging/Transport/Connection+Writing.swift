@@ -140,10 +140,11 @@ extension Connection {
         }
     }
 
-    /// Tells the requester of `sequence` that no reply will come (a `noReply` frame). As
-    /// with a reply, a failure is not reported: the requester sees its receive timeout.
-    func writeNoReply(sequence: UInt64) {
-        guard let frame = try? WireCodec.encode(WireMessage(kind: .noReply, id: 0, sequence: sequence, components: [])) else {
+    /// Tells the requester of `sequence` that no reply will come (a `noReply` frame, whose id
+    /// is the `NoReplyReason`). As with a reply, a failure is not reported: the requester
+    /// sees its receive timeout.
+    func writeNoReply(sequence: UInt64, reason: UInt32 = NoReplyReason.unanswered) {
+        guard let frame = try? WireCodec.encode(WireMessage(kind: .noReply, id: reason, sequence: sequence, components: [])) else {
             return
         }
         try? write(frame, descriptors: [], deadline: .now + ReceivePort.replySendTimeout)

@@ -98,6 +98,9 @@ final class Connection: Sendable {
         var partialNoted = false
         /// Why the secured stream broke, as it said (a read that failed).
         var streamFailure: String?
+        /// A read lost descriptors (this process's table was full: `MSG_CTRUNC`): a frame
+        /// begun by then may find fewer than it announces. Cleared once no frame is begun.
+        var descriptorsDropped = false
     }
 
     /// A connection over `medium`, whose descriptors are non-blocking, or, with

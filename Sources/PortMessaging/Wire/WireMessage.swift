@@ -23,6 +23,16 @@ package enum WireKind: UInt8, Hashable, Sendable, CaseIterable {
     case noReply = 6
 }
 
+/// Why the request of a `noReply` frame gets no reply: the frame's id field. A reader takes
+/// a reason it does not know as `unanswered`.
+package enum NoReplyReason {
+    /// The receiving handler let the request go unanswered (or refused it).
+    package static let unanswered: UInt32 = 0
+    /// The receiver could not take the request's ports or descriptors: its descriptor
+    /// table is full.
+    package static let outOfDescriptors: UInt32 = 1
+}
+
 /// Per-frame flag bits. Version 1 defines none: every set bit is unknown and rejected
 /// (`WireError.unknownFlags`), which keeps the bits free for later meanings.
 package struct WireFlags: OptionSet, Hashable, Sendable {
