@@ -24,6 +24,8 @@ enum Verb: String, CaseIterable {
                 Prints every registered name with its owner, sorted by name, one per line:
                 NAME<TAB>PID<TAB>UID. With --json, one object per line:
                 {"name": NAME, "pid": PID, "uid": UID}.
+                At a cluster's node, the names other nodes hold follow the same shape with
+                <TAB>NODE (with --json, "node": NODE) after it; PID is the owner's on its node.
                 With --cluster URL (an etcd endpoint, http://HOST:PORT), prints every name the
                 cluster's nodes publish there instead: NAME<TAB>NODE<TAB>PID, or with --json
                 {"name": NAME, "node": NODE, "pid": PID}.
@@ -39,9 +41,11 @@ enum Verb: String, CaseIterable {
             return """
                 Prints the names starting with PREFIX (every name without one) that are held
                 now, then each change as it happens, one line each, flushed at once:
-                "+ NAME PID UID" (registered) or "- NAME PID UID" (released, or its owner died).
+                "+ NAME PID UID" (registered) or "- NAME PID UID" (released, or its owner died),
+                with " NODE" after it for a name another node of a cluster holds.
                 With --json, one object per line:
                 {"event": "appeared"|"vanished", "name": NAME, "pid": PID, "uid": UID, "initial": true|false}
+                ("node": NODE before "initial" for a name on another node)
                 ("initial" marks the names held when the watch began).
                 Runs until interrupted. Exit status: 2 invalid prefix; 5 no server, or it went away.
                 """

@@ -30,10 +30,12 @@ struct JSONLine {
 }
 
 extension JSONLine {
-    /// `{"name": …, "pid": …, "uid": …}`, the fields of a `list` line in its order.
+    /// `{"name": …, "pid": …, "uid": …}`, the fields of a `list` line in its order, and
+    /// `"node": …` after them for a name on another node.
     init(_ owner: NameOwner) {
         add("name", owner.name)
         add("pid", Int(owner.pid))
         add("uid", Int(owner.uid))
+        if let node = owner.node { add("node", node) }
     }
 }

@@ -9,7 +9,7 @@ enum QueryCommands {
         let client = try connect(address)
         do {
             for owner in try client.list() {
-                say(options.wantsJSON ? JSONLine(owner).text : "\(owner.name)\t\(owner.pid)\t\(owner.uid)")
+                say(options.wantsJSON ? JSONLine(owner).text : owner.description)
             }
         } catch {
             throw Exit(error)

@@ -20,7 +20,8 @@ enum WatchCommand {
         }
     }
 
-    /// `+ NAME PID UID` / `- NAME PID UID`: a `list` line's fields, in its order, after the sign.
+    /// `+ NAME PID UID` / `- NAME PID UID`: a `list` line's fields, in its order, after the
+    /// sign (and ` NODE` for a name on another node).
     static func line(_ event: NameEvent, initial: Bool, json: Bool) -> String {
         guard json else { return event.description }
         let owner = event.owner
@@ -30,6 +31,7 @@ enum WatchCommand {
         line.add("name", owner.name)
         line.add("pid", Int(owner.pid))
         line.add("uid", Int(owner.uid))
+        if let node = owner.node { line.add("node", node) }
         line.add("initial", initial)
         return line.text
     }

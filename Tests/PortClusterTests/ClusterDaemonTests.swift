@@ -61,6 +61,41 @@ struct ClusterDaemonTests {
         mine.kill()
     }
 
+    /// A node's name server lists and watches the names other nodes hold, with their node;
+    /// a name held at both shows as this host's while it is held here.
+    @Test func aNodesServerListsAndWatchesTheOtherNodesNames() throws {
+        let etcd = try EtcdServer()
+        let a = try Node("a", etcd: etcd)
+        let b = try Node("b", etcd: etcd)
+        let client = try NameServerClient.connect(to: b.address)
+        defer { client.close() }
+        let watch = try client.watch(prefix: "svc.")
+        #expect(watch.initialOwners.isEmpty)
+        let owner = try a.serve("svc.db")
+        let uid = UInt32(getuid())
+        let there = NameOwner(name: "svc.db", pid: owner.pid, uid: uid, node: "a")
+        #expect(try watch.next(timeout: .seconds(60)) == .appeared(there))
+        #expect(try client.list() == [there])
+        let (status, output) = try ChildProcess.run(executable: SpawnedProcess.product("portname"), ["--address", b.address, "list"])
+        #expect(status == 0 && output == "svc.db\t\(owner.pid)\t\(uid)\ta\n", "\(output)")
+
+        // The same name held at B for its host: B's own shows while it lasts.
+        let mine = try b.serve("svc.db", hostOnly: true)
+        let here = NameOwner(name: "svc.db", pid: mine.pid, uid: uid)
+        #expect(try watch.next(timeout: .seconds(60)) == .vanished(there))
+        #expect(try watch.next(timeout: .seconds(60)) == .appeared(here))
+        #expect(try client.list() == [here])
+        mine.kill()
+        #expect(try watch.next(timeout: .seconds(60)) == .vanished(here))
+        #expect(try watch.next(timeout: .seconds(60)) == .appeared(there))
+
+        owner.kill()
+        #expect(try watch.next(timeout: .seconds(60)) == .vanished(there))
+        #expect(try client.list().isEmpty)
+        // A watch started now begins from the same view.
+        #expect(try client.watch(prefix: "svc.").initialOwners.isEmpty)
+    }
+
     @Test func aKilledNodesNamesLeaveTheDirectoryWhenItsLeaseExpires() throws {
         let etcd = try EtcdServer()
         let a = try Node("a", etcd: etcd, leaseTTL: 4)

@@ -37,6 +37,6 @@ struct NameCall {
             what: "looking up '\(name)'")
     }
 
-    /// `list`.
-    static let list = NameCall(operation: .list, fields: [], what: "listing names")
+    /// `list`, with the names other nodes hold when the server is a cluster's node.
+    static let list = NameCall(operation: .list, fields: [NameField.withOtherNodes], what: "listing names")
 }

@@ -94,7 +94,7 @@ extension NameServerClient {
     /// - Throws: as the blocking form; `cancelled`.
     public func list() async throws(NameServerError) -> [NameOwner] {
         var fields = try await request(NameCall.list)
-        return try fields.owners()
+        return try fields.ownersHereAndElsewhere()
     }
 
     /// `watch(prefix:)` for a task: `for try await event in try await names.watch(prefix: "db.")`.

@@ -259,7 +259,7 @@ extension NameServerClient {
             var fields = try Self.request(
                 .watch, Self.watchFields(makeWatchID(), events), on: connection, address: address, timeout: timeout,
                 describing: "watching '\(events.text)' again")
-            events.resumed(generation: generation, owners: try fields.owners())
+            events.resumed(generation: generation, owners: try fields.ownersHereAndElsewhere())
             return true
         } catch .connectionLost {
             return false

@@ -291,15 +291,18 @@ public final class NameServerClient: Sendable {
         try request(try NameCall.lookup(operation, name, wait))
     }
 
-    /// Every registered name with its owner, sorted by name.
+    /// Every registered name with its owner, sorted by name. At a cluster's node, the
+    /// names other nodes hold too (their `NameOwner.node` set), except one a client of this
+    /// server holds as well, which shows as this host's.
     /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
     public func list() throws(NameServerError) -> [NameOwner] {
         var fields = try request(NameCall.list)
-        return try fields.owners()
+        return try fields.ownersHereAndElsewhere()
     }
 
     /// Watches the names starting with `prefix` (every name for the empty prefix): the
-    /// current owners first, then every change.
+    /// current owners first, then every change. At a cluster's node, the names other nodes
+    /// hold are watched too, with their `NameOwner.node` set (as `list` shows them).
     /// - Throws: `invalidName` (the prefix breaks the name rules), `limitExceeded`,
     ///   `permissionDenied`, `timedOut`, `connectionLost`.
     public func watch(prefix: String = "") throws(NameServerError) -> NameWatch {
@@ -320,7 +323,7 @@ public final class NameServerClient: Sendable {
         let (id, events) = try makeWatch(text, exact: exact, on: nil)
         do throws(NameServerError) {
             var fields = try request(.watch, Self.watchFields(id, events), describing: "watching '\(text)'")
-            return try watchStarted(events, owners: try fields.owners())
+            return try watchStarted(events, owners: try fields.ownersHereAndElsewhere())
         } catch {
             events.end()
             throw error
@@ -333,7 +336,7 @@ public final class NameServerClient: Sendable {
         do throws(NameServerError) {
             let call = NameCall(operation: .watch, fields: Self.watchFields(id, events), what: "watching '\(text)'")
             var fields = try await request(call)
-            return try watchStarted(events, owners: try fields.owners())
+            return try watchStarted(events, owners: try fields.ownersHereAndElsewhere())
         } catch {
             events.end()
             throw error
@@ -357,9 +360,13 @@ public final class NameServerClient: Sendable {
         return NameWatch(prefix: events.text, exact: events.exact, initialOwners: owners, events: events)
     }
 
-    /// A watch request's fields: its id, what it watches, and its events' current port.
+    /// A watch request's fields: its id, what it watches, its events' current port, and
+    /// the flag that asks for other nodes' names too.
     static func watchFields(_ id: UInt64, _ events: WatchEvents) -> [MessageComponent] {
-        [NameField.integer(id), NameField.string(events.text), NameField.integer(events.exact ? 1 : 0), .port(events.port.makeSendPort())]
+        [
+            NameField.integer(id), NameField.string(events.text), NameField.integer(events.exact ? 1 : 0),
+            .port(events.port.makeSendPort()), NameField.withOtherNodes,
+        ]
     }
 
     /// A new watch id of this client.

@@ -214,7 +214,8 @@ final class WatchEvents: Sendable {
         let owner: NameOwner
         var fields = NameFieldReader(message.components)
         do throws(NameServerError) {
-            owner = NameOwner(name: try fields.string(), pid: try fields.pid(), uid: try fields.uid())
+            owner = NameOwner(
+                name: try fields.string(), pid: try fields.pid(), uid: try fields.uid(), node: fields.atEnd ? nil : try fields.string())
         } catch {
             return fail(error)
         }

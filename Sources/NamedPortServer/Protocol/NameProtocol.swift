@@ -23,10 +23,12 @@ package enum NameOperation: UInt32, Sendable {
     case lookup = 4
     /// [name, wait ms] → ok [pid, uid]; no connection is made.
     case owner = 5
-    /// [] → ok [owners]
+    /// [] → ok [owners]; [1] → ok [owners, other nodes' owners] (the second field only
+    /// from a cluster's node).
     case list = 6
     /// [watch id, prefix or name, exact (0: prefix, 1: the name only), port] → ok [owners]
-    /// (the current owners); events follow, to the port.
+    /// (the current owners); events follow, to the port. A trailing [1] asks for other
+    /// nodes' names too: ok [owners, other nodes' owners], and their events.
     case watch = 7
     /// [watch id] → ok []
     case unwatch = 8
@@ -35,7 +37,8 @@ package enum NameOperation: UInt32, Sendable {
     case status = 9
 }
 
-/// What a watch's port receives: the id of a one-way message, fields [name, pid, uid].
+/// What a watch's port receives: the id of a one-way message, fields [name, pid, uid], and
+/// [node] after them for a name on another node.
 enum NameNotice: UInt32, Sendable {
     case appeared = 101
     case vanished = 102
@@ -88,7 +91,7 @@ enum NameField {
 
     /// Owners packed into one field: per owner its name's length (one byte: names are at
     /// most 255 bytes), the name, the pid and the uid (4 bytes little endian each).
-    static func owners(_ owners: [NameOwner]) -> MessageComponent {
+    static func owners(_ owners: [NameOwner], withNodes: Bool = false) -> MessageComponent {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(owners.reduce(0) { $0 + 9 + $1.name.utf8.count })
         for owner in owners {
@@ -97,9 +100,21 @@ enum NameField {
             bytes.append(contentsOf: name)
             withUnsafeBytes(of: UInt32(bitPattern: owner.pid).littleEndian) { bytes.append(contentsOf: $0) }
             withUnsafeBytes(of: owner.uid.littleEndian) { bytes.append(contentsOf: $0) }
+            if withNodes {
+                let node = (owner.node ?? "").utf8.prefix(Int(UInt8.max))
+                bytes.append(UInt8(node.count))
+                bytes.append(contentsOf: node)
+            }
         }
         return .data(bytes)
     }
+
+    /// Owners on other nodes packed into one field: as `owners`, each followed by its
+    /// node's name (its length in one byte, then the name).
+    static func remoteOwners(_ owners: [NameOwner]) -> MessageComponent { Self.owners(owners, withNodes: true) }
+
+    /// The flag a `list` or `watch` request ends with to ask for other nodes' names too.
+    static let withOtherNodes = integer(UInt64(1))
 }
 
 /// Reading fields in order; every read fails with a protocol error rather than trapping.
@@ -144,23 +159,47 @@ struct NameFieldReader {
         return port
     }
 
-    /// A packed list of owners (`NameField.owners`).
-    mutating func owners() throws(NameServerError) -> [NameOwner] {
+    /// A packed list of owners (`NameField.owners`); with `withNodes`, of owners on other
+    /// nodes (`NameField.remoteOwners`).
+    mutating func owners(withNodes: Bool = false) throws(NameServerError) -> [NameOwner] {
         let raw = try bytes()
         var owners: [NameOwner] = []
         var at = raw.startIndex
         while at < raw.endIndex {
             let length = Int(raw[at])
-            let end = at + 1 + length + 8
+            var end = at + 1 + length + 8
             guard end <= raw.endIndex, let name = String(validating: raw[(at + 1)..<(at + 1 + length)], as: UTF8.self) else {
                 throw .protocolError("field \(index - 1): a malformed list of owners")
             }
             let pid = Int32(bitPattern: UInt32(truncatingIfNeeded: Self.littleEndian(raw[(end - 8)..<(end - 4)])))
             let uid = UInt32(truncatingIfNeeded: Self.littleEndian(raw[(end - 4)..<end]))
-            owners.append(NameOwner(name: name, pid: pid, uid: uid))
+            var node: String?
+            if withNodes {
+                guard end < raw.endIndex, end + 1 + Int(raw[end]) <= raw.endIndex,
+                      let text = String(validating: raw[(end + 1)..<(end + 1 + Int(raw[end]))], as: UTF8.self) else {
+                    throw .protocolError("field \(index - 1): a malformed list of owners on other nodes")
+                }
+                node = text
+                end += 1 + Int(raw[end])
+            }
+            owners.append(NameOwner(name: name, pid: pid, uid: uid, node: node))
             at = end
         }
         return owners
+    }
+
+    /// Whether a `list` or `watch` request ends with the flag that asks for other nodes'
+    /// names (absent from clients that do not know them).
+    mutating func asksForOtherNodes() throws(NameServerError) -> Bool {
+        atEnd ? false : try integer() == 1
+    }
+
+    /// The owners of a `list` or `watch` reply: this host's, then (when the reply has the
+    /// field) other nodes', sorted by name.
+    mutating func ownersHereAndElsewhere() throws(NameServerError) -> [NameOwner] {
+        let here = try owners()
+        guard !atEnd else { return here }
+        return (here + (try owners(withNodes: true))).sorted { $0.name < $1.name }
     }
 
     private static func littleEndian(_ bytes: ArraySlice<UInt8>) -> UInt64 {

@@ -32,6 +32,15 @@ public protocol NameDirectory: Sendable {
     /// A name registered with `.cluster` scope was released (unregistered, or its owner's
     /// connection ended): withdraw it. Called on the server's thread, as `publish` is.
     func withdraw(_ owner: NameOwner)
+
+    /// Every name other nodes hold now, and its holder: what the server's `list` and a new
+    /// watch show beside its own names. The default is none.
+    func otherNodesNames() -> [String: NameDirectoryHolder]
+
+    /// Calls `handler`, on any thread, with each later change of a name other nodes hold:
+    /// its holder now, or `nil` once no other node holds it. The server passes these on
+    /// to its watchers. The default never calls it.
+    func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void)
 }
 
 extension NameDirectory {
@@ -40,6 +49,12 @@ extension NameDirectory {
 
     /// Withdraws nothing.
     public func withdraw(_ owner: NameOwner) {}
+
+    /// No names on other nodes.
+    public func otherNodesNames() -> [String: NameDirectoryHolder] { [:] }
+
+    /// No changes to tell.
+    public func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {}
 
     /// No port to names on other nodes.
     public func remotePort(for name: String, completion: @escaping @Sendable (SendPort?) -> Void) {

@@ -151,13 +151,16 @@ extension NameService {
             try addWaiter(for: name, client, PendingLookup(reply: pending, wantsPort: wantsPort), milliseconds: wait)
 
         case .list:
-            answer(pending, ok([NameField.owners(table.owners)]), client)
+            var owners = [NameField.owners(table.owners)]
+            if try fields.asksForOtherNodes(), directory != nil { owners.append(NameField.remoteOwners(otherNodesOwners(matching: nil))) }
+            answer(pending, ok(owners), client)
 
         case .watch:
             let watchID = try fields.integer()
             let text = try fields.bytes()
             let exact = try fields.integer() != 0
             let watchPort = try fields.port()
+            let withOtherNodes = try fields.asksForOtherNodes() && directory != nil
             let filter = WatchFilter(text: try NameRules.decode(text, allowEmpty: !exact).get(), exact: exact)
             let current: [NameOwner]
             do {
@@ -169,11 +172,13 @@ extension NameService {
                 throw error
             }
             let key = WatchKey(connectionID: id, watchID: watchID)
-            watchPorts[key] = watchPort
+            watchPorts[key] = WatchTarget(port: watchPort, withOtherNodes: withOtherNodes)
             try? watchPort.onInvalidation(on: loop) { [unowned self] dead in
-                if self.watchPorts[key] === dead { self.endWatch(key) }
+                if self.watchPorts[key]?.port === dead { self.endWatch(key) }
             }
-            answer(pending, ok([NameField.owners(current)]), client)
+            var owners = [NameField.owners(current)]
+            if withOtherNodes { owners.append(NameField.remoteOwners(otherNodesOwners(matching: filter))) }
+            answer(pending, ok(owners), client)
 
         case .unwatch:
             let watchID = try fields.integer()

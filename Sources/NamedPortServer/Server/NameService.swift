@@ -32,7 +32,9 @@ final class NameService: @unchecked Sendable {
     /// The admitted clients (what the connection limit counts).
     var admitted = 0
     /// Where each watch's events go: the port its watcher passed.
-    var watchPorts: [WatchKey: SendPort] = [:]
+    var watchPorts: [WatchKey: WatchTarget] = [:]
+    /// The names other nodes hold, as the directory says (a cluster's node only).
+    var otherNodes: [String: NameDirectoryHolder] = [:]
     /// The names registered with `.cluster` scope, which the directory published.
     var clusterScoped: Set<String> = []
     /// Refusal counters and the event handler.
@@ -77,6 +79,7 @@ final class NameService: @unchecked Sendable {
 
     /// Starts serving: observes the port's peers and schedules it on the loop.
     func start() throws(NameServerError) {
+        followOtherNodes()
         port.observePeers { [unowned self] event in self.peerEvent(event) }
         do {
             try port.schedule(on: loop, inModes: [.default]) { [unowned self] message, pending in
@@ -96,7 +99,7 @@ final class NameService: @unchecked Sendable {
         let released = table.removeAll()
         for waiter in released.waiters { waiter.waiting.end() }
         for holder in released.holders { holder.channel?.invalidate() }
-        for watch in watchPorts.values { watch.invalidate() }
+        for watch in watchPorts.values { watch.port.invalidate() }
         watchPorts = [:]
         clients = [:]
         admitted = 0
@@ -151,7 +154,7 @@ final class NameService: @unchecked Sendable {
         let released = table.release(client: client.peer.id)
         for waiter in released.waiters { waiter.waiting.end() }
         for key in watchPorts.keys where key.connectionID == client.peer.id {
-            watchPorts.removeValue(forKey: key)?.invalidate()
+            watchPorts.removeValue(forKey: key)?.port.invalidate()
         }
         // Watchers first: telling them is the latency that counts; closing the released
         // ports' connections costs more, and nothing waits for it.
@@ -207,11 +210,23 @@ final class NameService: @unchecked Sendable {
     func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
         statistics.report(notice == .appeared ? .nameRegistered(owner) : .nameReleased(owner))
         if notice == .vanished, clusterScoped.remove(owner.name) != nil { directory?.withdraw(owner) }
-        let event = Message(id: notice.rawValue, components: [NameField.string(owner.name), NameField.integer(owner.pid), NameField.integer(owner.uid)])
+        // A name another node holds shows as this host's while a client here holds it.
+        let elsewhere = otherNodes[owner.name].map { otherNodeOwner(owner.name, $0) }
+        if notice == .appeared, let elsewhere { tell(.vanished, elsewhere, otherNodesOnly: true) }
+        tell(notice, owner)
+        if notice == .vanished, let elsewhere { tell(.appeared, elsewhere, otherNodesOnly: true) }
+    }
+
+    /// Sends the event to the watches of its name (with `otherNodesOnly`, those that asked
+    /// for other nodes' names); a watch whose port does not take it ends.
+    func tell(_ notice: NameNotice, _ owner: NameOwner, otherNodesOnly: Bool = false) {
+        var fields = [NameField.string(owner.name), NameField.integer(owner.pid), NameField.integer(owner.uid)]
+        if let node = owner.node { fields.append(NameField.string(node)) }
+        let event = Message(id: notice.rawValue, components: fields)
         for key in table.watchers(of: owner.name) {
-            guard let port = watchPorts[key] else { continue }
+            guard let watch = watchPorts[key], watch.withOtherNodes || !otherNodesOnly else { continue }
             do {
-                try port.send(event, timeout: .zero)
+                try watch.port.send(event, timeout: .zero)
             } catch {
                 endWatch(key)
             }
@@ -221,8 +236,15 @@ final class NameService: @unchecked Sendable {
     /// Ends a watch from the server's side (its port failed or died).
     func endWatch(_ key: WatchKey) {
         table.unwatch(key.watchID, client: key.connectionID)
-        watchPorts.removeValue(forKey: key)?.invalidate()
+        watchPorts.removeValue(forKey: key)?.port.invalidate()
     }
+}
+
+/// Where a watch's events go: the port its watcher passed, and whether it asked for the
+/// names other nodes hold too.
+struct WatchTarget {
+    let port: SendPort
+    let withOtherNodes: Bool
 }
 
 /// What a waiting lookup keeps until it is answered: the reply it owes, and the timer that

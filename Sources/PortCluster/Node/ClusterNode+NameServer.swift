@@ -31,3 +31,25 @@ extension ClusterNode {
         withdrawInBackground(owner.name)
     }
 }
+
+extension ClusterNode {
+    /// The names other nodes hold, from the mirror: what a name server of this node lists
+    /// and watches beside its own (`NameDirectory`).
+    public func otherNodesNames() -> [String: NameDirectoryHolder] {
+        let node = node
+        return state.withLock { state in
+            state.mirror.compactMapValues { owner in owner.node == node ? nil : NameDirectoryHolder(node: owner.node, pid: owner.pid) }
+        }
+    }
+
+    /// Calls `handler`, on the node's thread, with each later change of a name other nodes
+    /// hold, as the mirror sees it (`ClusterEvent.ownerChanged`): its holder, or `nil` when
+    /// the name is free or this node's.
+    public func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {
+        let node = node
+        onEvent { event in
+            guard case .ownerChanged(let name, let owner) = event else { return }
+            handler(name, owner.flatMap { $0.node == node ? nil : NameDirectoryHolder(node: $0.node, pid: $0.pid) })
+        }
+    }
+}
