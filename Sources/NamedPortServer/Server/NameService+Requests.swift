@@ -210,17 +210,9 @@ extension NameService {
             }
             fields.append(.port(channel))
         }
-        do {
-            try pending.answer(ok(fields), timeout: .zero)
-        } catch .system(let operation, let errno) where errno == EMFILE || errno == ENFILE {
-            refuse(pending, .serverBusy(address: address, reason: "out of descriptors for a connection to '\(name)' (\(operation))"), client)
-        } catch .peerDied where !channel.isValid {
+        if !answerLookup(of: name, fields, through: channel, pending, client) {
             channelDied(channel, name: name)
             refuse(pending, .notFound(name: name), client)
-        } catch .sendTimedOut {
-            disconnect(client, because: "does not read its replies")
-        } catch {
-            // The looker is gone: nothing to tell.
         }
     }
 
@@ -231,13 +223,29 @@ extension NameService {
         of name: String, holder: NameDirectoryHolder, port: SendPort?, _ pending: PendingReply, _ client: Client
     ) {
         guard let port, port.isValid else { return refuse(pending, .notFound(name: name), client) }
+        let fields = [NameField.integer(holder.pid), NameField.integer(serverUID), .port(port)]
+        if !answerLookup(of: name, fields, through: port, pending, client) { refuse(pending, .notFound(name: name), client) }
+    }
+
+    /// Answers a lookup with `fields`, whose port (if any) PortMessaging brokers from
+    /// `owner`: out of descriptors for that, `busy`; a looker that does not read its
+    /// replies is disconnected; a looker gone is told nothing. False when `owner` turned
+    /// out dead, and nothing was answered.
+    private func answerLookup(
+        of name: String, _ fields: [MessageComponent], through owner: SendPort, _ pending: PendingReply, _ client: Client
+    ) -> Bool {
         do {
-            try pending.answer(ok([NameField.integer(holder.pid), NameField.integer(serverUID), .port(port)]), timeout: .zero)
+            try pending.answer(ok(fields), timeout: .zero)
+        } catch .system(let operation, let errno) where errno == EMFILE || errno == ENFILE {
+            refuse(pending, .serverBusy(address: address, reason: "out of descriptors for a connection to '\(name)' (\(operation))"), client)
+        } catch .peerDied where !owner.isValid {
+            return false
         } catch .sendTimedOut {
             disconnect(client, because: "does not read its replies")
         } catch {
             // The looker is gone: nothing to tell.
         }
+        return true
     }
 
     /// A registered port died: its name goes, and its watchers are told.
