@@ -73,7 +73,7 @@ extension ThreadLoop {
             }
             // Armed now if the loop runs this mode; otherwise it stays parked until it does.
             if runStack.last == mode || firstMode {
-                parkedSources[source.token] = source
+                if armedOnAdd != source.token { parkedSources[source.token] = source }
                 rearmParked(in: runStack.last)
             }
         case .observer:

@@ -81,6 +81,9 @@ public final class ThreadLoop: @unchecked Sendable {
     @exclusivity(unchecked) var descriptorSources: [UInt64: DescriptorSource] = [:]
     /// The descriptor sources registered with no interest: not in the mode being run.
     @exclusivity(unchecked) var parkedSources: [UInt64: DescriptorSource] = [:]
+    /// The token of the descriptor source being added on the loop's thread to a mode it
+    /// runs, registered armed already: its insertion need not park it and arm it again.
+    @exclusivity(unchecked) var armedOnAdd: UInt64?
     /// The source and mode items of the last ready descriptor found in a mode, so a loop
     /// serving one busy connection does not hash its token twice per pass. Cleared whenever
     /// a descriptor source enters or leaves a mode.
@@ -220,15 +223,18 @@ public final class ThreadLoop: @unchecked Sendable {
     public func add(_ source: DescriptorSource, forMode mode: LoopMode = .default) throws(ThreadLoopError) {
         try checkOpen()
         // Registering is thread-safe in the kernel, so its errors reach the caller now. The
-        // descriptor starts parked (no events) until the loop's thread arms it.
+        // descriptor starts parked (no events) until the loop's thread arms it; added on that
+        // thread to a mode it runs, it is registered armed (one system call, not two).
         let mustRegister = try source.attachment.withLock { (a) throws(ThreadLoopError) -> Bool in
             try a.attach(to: self)
             defer { a.registered = true }
             return !a.registered
         }
+        let armNow = mustRegister && isCurrent && runStack.last.map { $0 == mode || (mode == .common && isCommon($0)) } == true
         if mustRegister {
             do {
-                try poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+                try poller.register(
+                    FileDescriptor(rawValue: source.descriptor), interest: armNow ? source.pollInterest : [], token: source.token)
             } catch {
                 source.attachment.withLock { a in
                     a.registered = false
@@ -239,7 +245,15 @@ public final class ThreadLoop: @unchecked Sendable {
                 throw ThreadLoopError("poller register(\(source.descriptor))", error)
             }
         }
-        onLoopThread { loop in loop.insert(.descriptor(source), into: mode) }
+        guard armNow else { return onLoopThread { loop in loop.insert(.descriptor(source), into: mode) } }
+        armedOnAdd = source.token
+        insert(.descriptor(source), into: mode)
+        armedOnAdd = nil
+        // Invalidated meanwhile, it was not inserted: parked, as a source added from another
+        // thread would be, so that it reports nothing.
+        if descriptorSources[source.token] !== source {
+            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+        }
     }
 
     /// Removes a timer from a mode; it stays valid and can be added again.
