@@ -45,8 +45,9 @@ CASES = {
     "port.tls.roundtrip": "the same over TLS with certificates both ways (`raw`: a TLS echo on a connected socket)",
     "names.lookup": "a name looked up on a kept connection, with a connection brokered to its owner",
     "names.call": "a request to a named owner and its reply, once the name is looked up",
-    "names.owner": "who holds a name, one request through the server",
-    "names.register": "a name registered and released",
+    "names.owner": "who holds a name, one request through the server (`raw`: one bare request/response)",
+    "names.register": "a name registered and released: two requests, the first carrying a port "
+                      "(`raw`: one bare request/response)",
     "names.connect-lookup": "connect to the server, say hello, look a name up (the lookup goes out behind "
                             "the hello; `raw`: connect to a listening Unix socket and one request/response)",
     "names.death": "SIGKILL of an owner until a watcher sees its name vanish",

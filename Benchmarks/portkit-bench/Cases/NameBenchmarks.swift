@@ -71,7 +71,7 @@ enum NameBenchmarks: BenchmarkFamily {
     }
 
     /// `names.owner`: who holds a name, on a kept connection: one plain request/response
-    /// through the server (no connection brokered), the part of a lookup `raw` compares with.
+    /// through the server (no connection brokered), against `raw`'s bare request/response.
     static func ownerQuery(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.owner", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -90,12 +90,14 @@ enum NameBenchmarks: BenchmarkFamily {
                         fixture.stop()
                     })
             },
+            rawRequest(count: count),
         ])
     }
 
     // MARK: names.register
 
-    /// `names.register`: register a name and release it, on a kept connection.
+    /// `names.register`: register a name and release it, on a kept connection (two requests,
+    /// the register carrying a port), against `raw`: one bare request/response.
     static func register(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.register", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -117,6 +119,7 @@ enum NameBenchmarks: BenchmarkFamily {
                         fixture.stop()
                     })
             },
+            rawRequest(count: count),
         ])
     }
 

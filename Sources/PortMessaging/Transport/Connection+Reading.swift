@@ -4,8 +4,12 @@ import PermanentThread
 extension Connection {
     // MARK: Frames in
 
-    /// The size of the read buffer: the most one read takes.
+    /// The size of the read buffer once a read has filled a smaller one: the most one read takes.
     static let readChunk = 256 * 1024
+    /// The size of a connection's first read buffer: room for a TLS record and for the small
+    /// messages most connections carry, from the heap. A connection that fills it moves to
+    /// `readChunk`; one that lives for a request or two (a lookup's) never maps that much.
+    static let firstReadChunk = Medium.securedReadRoom
 
     /// What to do with each complete message read.
     enum Delivery {
@@ -110,7 +114,7 @@ extension Connection {
         if let kept = state.buffer {
             buffer = kept
         } else {
-            buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
+            buffer = .allocate(byteCount: Self.firstReadChunk, alignment: 16)
             state.buffer = buffer
         }
         let got = medium.readSome(into: buffer, &state, waiting: waiting)
@@ -169,6 +173,11 @@ extension Connection {
                 peer.notePartialMessage(bytes: buffered)
                 state.partialNoted = buffered > 0
             }
+        }
+        if count == buffer.count && buffer.count < Self.readChunk {
+            // A full read: larger reads from now on (nothing decoded refers to the buffer).
+            buffer.deallocate()
+            state.buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
         }
         return count < buffer.count ? .drained : .more
     }
