@@ -172,7 +172,7 @@ final class SourcesLoop: SleepingLoop {
 
     /// The block on its way and the state of the random choice of source.
     private final class NextBlock: Sendable {
-        let state = Mutex<(block: (@Sendable () -> Void)?, seed: UInt64)>((nil, 0x9E37_79B9_7F4A_7C15))
+        let state = Mutex<(block: (@Sendable () -> Void)?, choice: RandomChoice)>((nil, RandomChoice()))
     }
 
     /// Starts the loop's thread and schedules the sources; returns once the loop holds them all.
@@ -199,11 +199,7 @@ final class SourcesLoop: SleepingLoop {
     func post(_ block: @escaping @Sendable () -> Void) throws {
         let index = next.state.withLock { slot -> Int in
             slot.block = block
-            // xorshift64: the same sequence of sources in every run and every build.
-            slot.seed ^= slot.seed << 13
-            slot.seed ^= slot.seed >> 7
-            slot.seed ^= slot.seed << 17
-            return Int(slot.seed % UInt64(sources.count))
+            return slot.choice.next(below: sources.count)
         }
         sources[index].signal()
     }
