@@ -113,6 +113,38 @@ struct ThreadLoopSourceTests {
         #expect(calls.load(ordering: .relaxed) == 1)
     }
 
+    /// Added on the loop's thread while it runs a mode (from a block it performs): a source
+    /// of that mode, or of the common modes, fires in the same run; one of another mode
+    /// stays parked, firing only once that mode runs.
+    @Test func descriptorSourcesAddedWhileTheLoopRunsFireOnlyInTheirModes() throws {
+        let pipes = try (0..<3).map { _ in try FileDescriptor.pipe(nonBlocking: true) }
+        defer { for pipe in pipes { try? pipe.read.close(); try? pipe.write.close() } }
+        // Every pipe is readable before its source is added.
+        for pipe in pipes { _ = [UInt8]([1]).withUnsafeBytes { try! pipe.write.write($0) } }
+        let fired = Recorder<String>()
+        let sources = zip(["default", "common", "other"], pipes).map { name, pipe in
+            DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
+                var byte: UInt8 = 0
+                _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+                fired.append("\(name) in \(ThreadLoop.current.currentMode?.rawValue ?? "none")")
+            }
+        }
+        defer { for source in sources { source.invalidate() } }
+        let loop = ThreadLoop.current
+        let keep = keepAlive()
+        try loop.add(keep, forMode: "other")
+        defer { keep.invalidate() }
+        let modes: [LoopMode] = [.default, .common, "other"]
+        try loop.perform {
+            for (source, mode) in zip(sources, modes) { try! ThreadLoop.current.add(source, forMode: mode) }
+        }
+        #expect(eventually { _ = try? loop.run(mode: .default, for: .milliseconds(20)); return fired.count >= 2 })
+        #expect(Set(fired.all) == ["default in default", "common in default"])
+        #expect(try loop.run(mode: "other", until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
+        #expect(fired.all.last == "other in other")
+        #expect(fired.count == 3)
+    }
+
     @Test func descriptorSourceAddedToTwoModesFromAnotherThread() throws {
         let pipe = try FileDescriptor.pipe(nonBlocking: true)
         defer { try? pipe.read.close(); try? pipe.write.close() }
