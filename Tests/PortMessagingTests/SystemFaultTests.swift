@@ -225,7 +225,8 @@ struct SystemFaultTests {
         #expect(throws: PortError.receiverOutOfDescriptors) { try sender.request(first, receiveTimeout: .seconds(30)) }
         #expect(FaultSeam.fired(rule) == 1)
         #expect(sender.isValid)
-        let (second, _) = try carryingADescriptor(2)
+        let (second, other) = try carryingADescriptor(2)
+        defer { try? other.read.close(); try? other.write.close() }
         #expect(try sender.request(second, receiveTimeout: .seconds(30)).text == "re with a descriptor")
         #expect(served.received.all.map(\.id) == [2])
         FileDescriptor.close(served.received.all.flatMap(\.descriptors))
