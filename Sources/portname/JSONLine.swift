@@ -33,6 +33,12 @@ extension JSONLine {
     /// `{"name": …, "pid": …, "uid": …}`, the fields of a `list` line in its order, and
     /// `"node": …` after them for a name on another node.
     init(_ owner: NameOwner) {
+        add(owner)
+    }
+
+    /// Adds the fields of a `list` line, in its order: name, pid, uid, and node for a name
+    /// on another node.
+    mutating func add(_ owner: NameOwner) {
         add("name", owner.name)
         add("pid", Int(owner.pid))
         add("uid", Int(owner.uid))

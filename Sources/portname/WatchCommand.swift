@@ -28,10 +28,7 @@ enum WatchCommand {
         let appeared = if case .appeared = event { true } else { false }
         var line = JSONLine()
         line.add("event", appeared ? "appeared" : "vanished")
-        line.add("name", owner.name)
-        line.add("pid", Int(owner.pid))
-        line.add("uid", Int(owner.uid))
-        if let node = owner.node { line.add("node", node) }
+        line.add(owner)
         line.add("initial", initial)
         return line.text
     }

@@ -104,16 +104,16 @@ extension ScaleBenchmarks {
     /// soft limit up to the hard one if need be).
     private static func requireDescriptors(_ count: Int, for what: String) throws {
         var limit = rlimit()
-        guard getrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { throw BenchmarkError.lastSystemError("getrlimit") }
+        guard getrlimit(descriptorLimit, &limit) == 0 else { throw BenchmarkError.lastSystemError("getrlimit") }
         if limit.rlim_cur >= rlim_t(count) { return }
         guard limit.rlim_max >= rlim_t(count) else {
             throw BenchmarkError.notMeasurable("\(what) needs \(count) descriptors; RLIMIT_NOFILE allows \(limit.rlim_max)")
         }
         limit.rlim_cur = rlim_t(count)
-        guard setrlimit(RLIMIT_NOFILE_VALUE, &limit) == 0 else { throw BenchmarkError.lastSystemError("setrlimit") }
+        guard setrlimit(descriptorLimit, &limit) == 0 else { throw BenchmarkError.lastSystemError("setrlimit") }
     }
 
-    private static var RLIMIT_NOFILE_VALUE: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
+    private static var descriptorLimit: __rlimit_resource_t { __rlimit_resource_t(RLIMIT_NOFILE.rawValue) }
 }
 
 /// One run of `scale.clients`: every client's task looks the name up `each` times, all at once.

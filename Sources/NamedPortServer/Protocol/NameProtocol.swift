@@ -90,7 +90,8 @@ enum NameField {
     static func integer(_ value: Int) -> MessageComponent { integer(UInt64(clamping: value)) }
 
     /// Owners packed into one field: per owner its name's length (one byte: names are at
-    /// most 255 bytes), the name, the pid and the uid (4 bytes little endian each).
+    /// most 255 bytes), the name, the pid and the uid (4 bytes little endian each); with
+    /// `withNodes` (owners on other nodes), then its node's name's length (one byte) and name.
     static func owners(_ owners: [NameOwner], withNodes: Bool = false) -> MessageComponent {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(owners.reduce(0) { $0 + 9 + $1.name.utf8.count })
@@ -108,10 +109,6 @@ enum NameField {
         }
         return .data(bytes)
     }
-
-    /// Owners on other nodes packed into one field: as `owners`, each followed by its
-    /// node's name (its length in one byte, then the name).
-    static func remoteOwners(_ owners: [NameOwner]) -> MessageComponent { Self.owners(owners, withNodes: true) }
 
     /// The flag a `list` or `watch` request ends with to ask for other nodes' names too.
     static let withOtherNodes = integer(UInt64(1))
@@ -160,7 +157,7 @@ struct NameFieldReader {
     }
 
     /// A packed list of owners (`NameField.owners`); with `withNodes`, of owners on other
-    /// nodes (`NameField.remoteOwners`).
+    /// nodes, each with its node.
     mutating func owners(withNodes: Bool = false) throws(NameServerError) -> [NameOwner] {
         let raw = try bytes()
         var owners: [NameOwner] = []
@@ -175,12 +172,13 @@ struct NameFieldReader {
             let uid = UInt32(truncatingIfNeeded: Self.littleEndian(raw[(end - 4)..<end]))
             var node: String?
             if withNodes {
-                guard end < raw.endIndex, end + 1 + Int(raw[end]) <= raw.endIndex,
-                      let text = String(validating: raw[(end + 1)..<(end + 1 + Int(raw[end]))], as: UTF8.self) else {
+                let nodeLength = end < raw.endIndex ? Int(raw[end]) : 0
+                guard end < raw.endIndex, end + 1 + nodeLength <= raw.endIndex,
+                      let text = String(validating: raw[(end + 1)..<(end + 1 + nodeLength)], as: UTF8.self) else {
                     throw .protocolError("field \(index - 1): a malformed list of owners on other nodes")
                 }
                 node = text
-                end += 1 + Int(raw[end])
+                end += 1 + nodeLength
             }
             owners.append(NameOwner(name: name, pid: pid, uid: uid, node: node))
             at = end

@@ -152,7 +152,7 @@ extension NameService {
 
         case .list:
             var owners = [NameField.owners(table.owners)]
-            if try fields.asksForOtherNodes(), directory != nil { owners.append(NameField.remoteOwners(otherNodesOwners(matching: nil))) }
+            if try fields.asksForOtherNodes(), directory != nil { owners.append(NameField.owners(otherNodesOwners(matching: nil), withNodes: true)) }
             answer(pending, ok(owners), client)
 
         case .watch:
@@ -177,7 +177,7 @@ extension NameService {
                 if self.watchPorts[key]?.port === dead { self.endWatch(key) }
             }
             var owners = [NameField.owners(current)]
-            if withOtherNodes { owners.append(NameField.remoteOwners(otherNodesOwners(matching: filter))) }
+            if withOtherNodes { owners.append(NameField.owners(otherNodesOwners(matching: filter), withNodes: true)) }
             answer(pending, ok(owners), client)
 
         case .unwatch:
