@@ -360,6 +360,13 @@ public final class ReceivePort: Sendable {
         try adopt(Connection(.socket(socket), limits: limits))
     }
 
+    /// Adopts this process's end of a socket pair it just made (`Connection.makeSocketPair`:
+    /// non-blocking already, and its SO_PEERCRED names this process), with no system call
+    /// to set or ask either.
+    func adoptPairEnd(_ socket: FileDescriptor) throws(PortError) {
+        try adopt(Connection(.socket(socket), limits: limits, socketPeer: .thisProcess))
+    }
+
     /// Adopts a socket the port's own listener accepted (non-blocking already). Returns the
     /// connection when it may be read at once, here: the port is scheduled on this thread's
     /// loop and reading (the listener then reads it in its accepting pass, rather than

@@ -229,7 +229,7 @@ public final class SendPort: Sendable {
         switch route {
         case .local(let port):
             do {
-                try port.adoptConnection(mine)
+                try port.adoptPairEnd(mine)
             } catch {
                 try? theirs.close()
                 throw error

@@ -33,6 +33,9 @@ final class Connection: Sendable {
     /// Who the peer is over pipes (the kernel names no sender there): the spawned child, or
     /// the parent that spawned this process. Over a socket each read brings its sender.
     let pipePeer: SenderCredentials?
+    /// Who the kernel names as a socket's peer (SO_PEERCRED), when known without asking it:
+    /// this process, for an end of a socket pair it made itself.
+    let socketPeer: SenderCredentials?
 
     /// A frame is being written (the token that keeps frames whole).
     let writing = ConditionLock<Bool>(false)
@@ -106,11 +109,16 @@ final class Connection: Sendable {
     /// A connection over `medium`, whose descriptors are non-blocking, or, with
     /// `blockingSocket`, a socket left blocking by its maker (every read and write but a
     /// waiting read passes `MSG_DONTWAIT`, so only waiting reads block on it): its first
-    /// wait for a reply then sets no descriptor flag.
-    init(_ medium: Medium, limits: WireLimits = .transport(), pipePeer: SenderCredentials? = nil, blockingSocket: Bool = false) {
+    /// wait for a reply then sets no descriptor flag. `socketPeer` is what SO_PEERCRED
+    /// would say, when the caller knows it (`remoteCredentials` then makes no system call).
+    init(
+        _ medium: Medium, limits: WireLimits = .transport(), pipePeer: SenderCredentials? = nil, socketPeer: SenderCredentials? = nil,
+        blockingSocket: Bool = false
+    ) {
         self.medium = medium
         self.limits = limits
         self.pipePeer = pipePeer
+        self.socketPeer = socketPeer
         self.blockingSocket = blockingSocket
         inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits), sender: pipePeer))
         // Every read then names its sender, wherever the socket was made (a socket pair's
@@ -133,6 +141,7 @@ final class Connection: Sendable {
     var remoteCredentials: SenderCredentials? {
         switch medium {
         case .socket(let fd):
+            if let socketPeer { return socketPeer }
             guard let ids = try? usingDescriptors("SO_PEERCRED", { () throws(Errno) in try fd.peerCredentials() }) else {
                 return nil
             }
