@@ -47,9 +47,17 @@ CASES = {
     "names.call": "a request to a named owner and its reply, once the name is looked up",
     "names.owner": "who holds a name, one request through the server (`raw`: one bare request/response)",
     "names.register": "a name registered and released: two requests, the first carrying a port "
-                      "(`raw`: one bare request/response)",
+                      "(`raw`: one bare request/response; `raw-registered`: the kernel work of any such pair, "
+                      "a socket pair made, one end sent with the first request and watched by the server, "
+                      "closed by it on the second)",
     "names.connect-lookup": "connect to the server, say hello, look a name up (the lookup goes out behind "
-                            "the hello; `raw`: connect to a listening Unix socket and one request/response)",
+                            "the hello; `raw`: connect to a listening Unix socket and one request/response; "
+                            "`raw-brokered`: connect and one brokered lookup, as `names.lookup`'s)",
+    "names.lookup-same-cpu": "`names.lookup` with every thread of the process on one CPU: the code's cost "
+                             "against the floor, free of the machine's wake-up latency",
+    "names.owner-same-cpu": "`names.owner` with every thread of the process on one CPU",
+    "names.register-same-cpu": "`names.register` with every thread of the process on one CPU",
+    "names.connect-lookup-same-cpu": "`names.connect-lookup` with every thread of the process on one CPU",
     "names.death": "SIGKILL of an owner until a watcher sees its name vanish",
     "names.death-floor": "the kernel alone: SIGKILL until the survivor's end of a socket hangs up, for three victims",
     "cluster.lookup": "a port to a name held on another node (`raw`: one etcd range request for the "

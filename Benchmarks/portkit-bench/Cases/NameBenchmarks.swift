@@ -9,14 +9,24 @@ import PortMessaging
 /// (its own thread), as `NameServer.start` gives it; a client reads its replies itself.
 enum NameBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
-        [
-            lookup(count: scale.count(500, quick: 20)),
+        let lookup = lookup(count: scale.count(500, quick: 20))
+        let owner = ownerQuery(count: scale.count(500, quick: 20))
+        let register = register(count: scale.count(500, quick: 20))
+        let connectLookup = connectLookup(count: scale.count(200, quick: 10))
+        return [
+            lookup,
             call(count: scale.count(2000, quick: 100)),
-            ownerQuery(count: scale.count(500, quick: 20)),
-            register(count: scale.count(500, quick: 20)),
-            connectLookup(count: scale.count(200, quick: 10)),
+            owner,
+            register,
+            connectLookup,
             death(count: scale.count(30, quick: 3)),
             deathFloor(count: scale.count(30, quick: 3)),
+            // The same on one CPU: what the code costs against the floors, reproducibly
+            // (the in-process impls only; D-Bus's daemon is another process).
+            lookup.pinned(.together, as: "names.lookup-same-cpu", impls: ["portkit", "raw", "raw-brokered"]),
+            owner.pinned(.together, as: "names.owner-same-cpu"),
+            register.pinned(.together, as: "names.register-same-cpu"),
+            connectLookup.pinned(.together, as: "names.connect-lookup-same-cpu"),
         ]
     }
 
@@ -97,7 +107,10 @@ enum NameBenchmarks: BenchmarkFamily {
     // MARK: names.register
 
     /// `names.register`: register a name and release it, on a kept connection (two requests,
-    /// the register carrying a port), against `raw`: one bare request/response.
+    /// the register carrying a port), against `raw`: one bare request/response; and against
+    /// `raw-registered`: the kernel work any such register and release needs (a fresh socket
+    /// pair whose end goes with the request, the server watching it for a hang-up, then a
+    /// second request that has it closed), with no framing and no loop.
     static func register(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.register", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -120,13 +133,21 @@ enum NameBenchmarks: BenchmarkFamily {
                     })
             },
             rawRequest(count: count),
+            BenchmarkImpl("raw-registered") {
+                let registrar = try RawNameRegistrar()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try registrar.registerAndRelease() } },
+                    stop: registrar.stop)
+            },
         ])
     }
 
     // MARK: names.connect-lookup
 
     /// `names.connect-lookup`: a new connection to the server (with its hello) and one
-    /// lookup, against `raw`: connect to a listening Unix socket and one request/response.
+    /// lookup, against `raw`: connect to a listening Unix socket and one request/response;
+    /// and against `raw-brokered`: connect, and one lookup as `names.lookup`'s
+    /// `raw-brokered` does it (a socket pair made, one end back, one to an owner thread).
     static func connectLookup(count: Int) -> BenchmarkCase {
         BenchmarkCase(name: "names.connect-lookup", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
@@ -150,6 +171,12 @@ enum NameBenchmarks: BenchmarkFamily {
                 return .init(
                     measure: { try medianMicroseconds(count) { try listener.connectAndRoundTrip() } },
                     stop: listener.stop)
+            },
+            BenchmarkImpl("raw-brokered") {
+                let broker = try RawNameBroker.listening()
+                return .init(
+                    measure: { try medianMicroseconds(count) { try broker.connectAndLookup() } },
+                    stop: broker.stop)
             },
         ])
     }
@@ -400,15 +427,7 @@ private final class RawEcho: Sendable {
 
     /// A listening socket whose thread accepts, answers one request and closes, per connection.
     static func listening() throws -> RawEcho {
-        var template = Array("/tmp/portkit-bench-raw-XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            throw BenchmarkError.lastSystemError("mkdtemp")
-        }
-        let path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) + "/raw.sock"
-        let listener = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        guard listener >= 0, withAddress(path, { Glibc.bind(listener, $0, $1) }) == 0, listen(listener, 128) == 0 else {
-            throw BenchmarkError.lastSystemError("bind/listen \(path)")
-        }
+        let (listener, path) = try RawSockets.listener()
         let thread = try PosixThread.start(name: "bench-raw-accept") {
             while true {
                 let connection = accept(listener, nil, nil)
@@ -443,10 +462,9 @@ private final class RawEcho: Sendable {
         guard let listenerPath else { throw BenchmarkError.system(operation: "connect", errno: EINVAL) }
         var buffer = [UInt8](repeating: 7, count: Self.size)
         let start = ContinuousClock.now
-        let connection = socket(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        defer { close(connection) }
-        guard Self.withAddress(listenerPath, { Glibc.connect(connection, $0, $1) }) == 0,
-              Self.writeFully(connection, buffer), Self.readFully(connection, &buffer) else {
+        let connection = RawSockets.connect(to: listenerPath)
+        defer { if connection >= 0 { close(connection) } }
+        guard connection >= 0, Self.writeFully(connection, buffer), Self.readFully(connection, &buffer) else {
             throw BenchmarkError.lastSystemError("raw connect and round trip")
         }
         return start.duration(to: .now)
@@ -458,8 +476,7 @@ private final class RawEcho: Sendable {
             shutdown(serverSocket, CInt(SHUT_RDWR))
             thread.join()
             close(serverSocket)
-            unlink(listenerPath)
-            rmdir(String(listenerPath.dropLast("/raw.sock".count)))
+            RawSockets.removeListener(listenerPath)
         } else {
             shutdown(client, CInt(SHUT_RDWR))
             thread.join()
@@ -487,18 +504,6 @@ private final class RawEcho: Sendable {
             offset += count
         }
         return true
-    }
-
-    private static func withAddress(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> CInt) -> CInt {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes.prefix(raw.count - 1))
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
     }
 }
 

@@ -47,3 +47,27 @@ struct ProcessPinning {
         return ids
     }
 }
+
+extension BenchmarkCase {
+    /// This case under another name, with `impls` only (all of them when `nil`), each run of
+    /// each impl made with every thread of this process on `placement`'s CPUs
+    /// (`ProcessPinning`). With `.together` a case whose threads are all in this process
+    /// measures what its code costs on one CPU, handing over by context switches, free of
+    /// where the scheduler puts each thread and of what waking a halted CPU costs this
+    /// virtual machine from one invocation to the next.
+    func pinned(_ placement: WakePlacement, as name: String, impls kept: Set<String>? = nil) -> BenchmarkCase {
+        let impls = impls.filter { kept?.contains($0.name) ?? true }.map { impl in
+            BenchmarkImpl(impl.name, size: impl.size) {
+                let instance = try impl.start()
+                return .init(
+                    measure: { () throws -> RunSample in
+                        let pinning = try ProcessPinning.pin(placement)
+                        defer { pinning.restore() }
+                        return try instance.measure()
+                    },
+                    stop: instance.stop)
+            }
+        }
+        return BenchmarkCase(name: name, unit: unit, impls: impls)
+    }
+}

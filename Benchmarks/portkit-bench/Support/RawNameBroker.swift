@@ -9,44 +9,87 @@ import Glibc
 /// to an "owner" thread, which watches it in its epoll set and closes it when it hangs up.
 /// The caller closes its end after each lookup, as the PortKit case invalidates its port.
 /// `raw` (a bare request/response) is the same minus the socket pair and the two passes.
+///
+/// `listening()` is the floor of `names.connect-lookup`: the server thread accepts on a
+/// listening socket instead, and each lookup comes on a new connection.
 final class RawNameBroker: Sendable {
     private static let size = 32
+    /// The kept connection (-1 when listening).
     private let client: CInt
+    /// The server's end of the kept connection, or the listening socket.
     private let serverEnd: CInt
+    private let listenerPath: String?
     private let ownerChannel: (server: CInt, owner: CInt)
     private let ownerEpoll: CInt
     private let server: PosixThread
     private let owner: PosixThread
 
-    /// Starts the server and owner threads.
+    /// Starts the server and owner threads, the server answering on a kept connection.
     /// - Throws: `BenchmarkError.system` when a descriptor or a thread cannot be made.
-    init() throws(BenchmarkError) {
-        let clientPair = try RawSockets.streamPair()
+    convenience init() throws(BenchmarkError) {
+        let pair = try RawSockets.streamPair()
+        let serverSocket = pair.1
+        try self.init(client: pair.0, serverEnd: pair.1, listenerPath: nil) { toOwner in RawNameBroker.serve(serverSocket, toOwner) }
+    }
+
+    /// Starts the server and owner threads, the server accepting on a listening socket and
+    /// answering each connection until it closes.
+    /// - Throws: `BenchmarkError.system` when a descriptor or a thread cannot be made.
+    static func listening() throws(BenchmarkError) -> RawNameBroker {
+        let (listener, path) = try RawSockets.listener()
+        return try RawNameBroker(client: -1, serverEnd: listener, listenerPath: path) { toOwner in
+            while true {
+                let connection = accept(listener, nil, nil)
+                if connection < 0 {
+                    if errno == EINTR { continue }
+                    return
+                }
+                serve(connection, toOwner)
+                close(connection)
+            }
+        }
+    }
+
+    private init(
+        client: CInt, serverEnd: CInt, listenerPath: String?, serving: @escaping @Sendable (_ toOwner: CInt) -> Void
+    ) throws(BenchmarkError) {
         let ownerPair = try RawSockets.streamPair()
         let epoll = try RawSockets.epoll(watchingInput: ownerPair.1)
-        client = clientPair.0
-        serverEnd = clientPair.1
+        self.client = client
+        self.serverEnd = serverEnd
+        self.listenerPath = listenerPath
         ownerChannel = ownerPair
         ownerEpoll = epoll
-        let serverSocket = clientPair.1
         let toOwner = ownerPair.0
-        server = try PosixThread.start(name: "bench-raw-broker") { Self.serve(serverSocket, toOwner) }
+        server = try PosixThread.start(name: "bench-raw-broker") {
+            serving(toOwner)
+            // Closing its side of the owner channel ends the owner.
+            shutdown(toOwner, CInt(SHUT_RDWR))
+            close(toOwner)
+        }
         let fromServer = ownerPair.1
         owner = try PosixThread.start(name: "bench-raw-owner") { Self.own(epoll, fromServer) }
     }
 
-    /// One lookup: request, reply with a connected socket; the socket is closed after the
-    /// clock stops.
+    /// One lookup on the kept connection: request, reply with a connected socket; the
+    /// socket is closed after the clock stops.
     func lookup() throws -> Duration {
-        var buffer = [UInt8](repeating: 7, count: Self.size)
         let start = ContinuousClock.now
-        guard buffer.withUnsafeBytes({ send(client, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }) == Self.size else {
-            throw BenchmarkError.lastSystemError("raw broker request")
-        }
-        var received: CInt = -1
-        guard Self.receive(client, &buffer, descriptor: &received), received >= 0 else {
-            throw BenchmarkError.lastSystemError("raw broker reply")
-        }
+        let received = try Self.lookUp(on: client)
+        let elapsed = start.duration(to: .now)
+        close(received)
+        return elapsed
+    }
+
+    /// A new connection to the listening server and one lookup on it; both sockets are
+    /// closed after the clock stops.
+    func connectAndLookup() throws -> Duration {
+        guard let listenerPath else { throw BenchmarkError.system(operation: "connect", errno: EINVAL) }
+        let start = ContinuousClock.now
+        let connection = RawSockets.connect(to: listenerPath)
+        guard connection >= 0 else { throw BenchmarkError.lastSystemError("raw broker connect") }
+        defer { close(connection) }
+        let received = try Self.lookUp(on: connection)
         let elapsed = start.duration(to: .now)
         close(received)
         return elapsed
@@ -54,33 +97,48 @@ final class RawNameBroker: Sendable {
 
     /// Ends both threads and closes every descriptor.
     func stop() {
-        shutdown(client, CInt(SHUT_RDWR))
-        server.join()  // it closes its side of the owner channel, which ends the owner
+        // Wakes the server out of its read, or out of accept.
+        shutdown(client >= 0 ? client : serverEnd, CInt(SHUT_RDWR))
+        server.join()
         owner.join()
-        close(client)
+        if client >= 0 { close(client) }
         close(serverEnd)
+        if let listenerPath { RawSockets.removeListener(listenerPath) }
         close(ownerChannel.owner)
         close(ownerEpoll)
     }
 
+    /// A 32-byte request on `socket` and its reply's descriptor.
+    private static func lookUp(on socket: CInt) throws -> CInt {
+        var buffer = [UInt8](repeating: 7, count: size)
+        guard buffer.withUnsafeBytes({ send(socket, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }) == size else {
+            throw BenchmarkError.lastSystemError("raw broker request")
+        }
+        var received: CInt = -1
+        guard RawSockets.receiveMessage(socket, &buffer, descriptor: &received), received >= 0 else {
+            throw BenchmarkError.lastSystemError("raw broker reply")
+        }
+        return received
+    }
+
+    /// Answers lookups on `socket` until it ends.
     private static func serve(_ socket: CInt, _ toOwner: CInt) {
         var buffer = [UInt8](repeating: 0, count: size)
         var unused: CInt = -1
-        while receive(socket, &buffer, descriptor: &unused) {
+        while RawSockets.receiveMessage(socket, &buffer, descriptor: &unused) {
             guard let ends = try? RawSockets.streamPair(nonBlocking: true) else { break }
-            _ = sendWith(socket, buffer, descriptor: ends.1)
+            _ = RawSockets.sendMessage(socket, buffer, descriptor: ends.1)
             close(ends.1)
-            _ = sendWith(toOwner, buffer, descriptor: ends.0)
+            _ = RawSockets.sendMessage(toOwner, buffer, descriptor: ends.0)
             close(ends.0)
         }
-        shutdown(toOwner, CInt(SHUT_RDWR))
-        close(toOwner)
     }
 
     /// The owner: adopts each end into its epoll set, closes it on hang-up.
     private static func own(_ epoll: CInt, _ fromServer: CInt) {
         var events = [epoll_event](repeating: epoll_event(), count: 16)
         var buffer = [UInt8](repeating: 0, count: 256)
+        var message = [UInt8](repeating: 0, count: size)
         var adopted: Set<CInt> = []
         serving: while true {
             let count = events.withUnsafeMutableBufferPointer { epoll_wait(epoll, $0.baseAddress, 16, -1) }
@@ -89,7 +147,7 @@ final class RawNameBroker: Sendable {
                 let socket = events[index].data.fd
                 if socket == fromServer {
                     var connection: CInt = -1
-                    guard receive(fromServer, &buffer, descriptor: &connection) else { break serving }
+                    guard RawSockets.receiveMessage(fromServer, &message, descriptor: &connection) else { break serving }
                     guard connection >= 0 else { continue }
                     var interest = epoll_event()
                     interest.events = EPOLLIN.rawValue | EPOLLRDHUP.rawValue
@@ -107,31 +165,5 @@ final class RawNameBroker: Sendable {
             }
         }
         for socket in adopted { close(socket) }
-    }
-
-    /// Reads one whole message of `size` bytes and the descriptor sent with it (-1: none).
-    /// Returns false at the end of the stream or on an error.
-    private static func receive(_ socket: CInt, _ buffer: inout [UInt8], descriptor: inout CInt) -> Bool {
-        var offset = 0
-        descriptor = -1
-        while offset < size {
-            var fds: CInt = -1
-            var count: CInt = 0
-            var truncated: CInt = 0
-            let read = buffer.withUnsafeMutableBytes { raw in
-                portkit_receive_with_descriptors(socket, raw.baseAddress! + offset, size - offset, &fds, 1, &count, &truncated, 0)
-            }
-            if read < 0 && errno == EINTR { continue }
-            guard read > 0 else { return false }
-            if count > 0 { descriptor = fds }
-            offset += read
-        }
-        return true
-    }
-
-    private static func sendWith(_ socket: CInt, _ buffer: [UInt8], descriptor: CInt) -> Bool {
-        var fd = descriptor
-        let sent = buffer.withUnsafeBytes { portkit_send_with_descriptors(socket, $0.baseAddress, $0.count, &fd, 1, CInt(MSG_NOSIGNAL)) }
-        return sent == size
     }
 }
