@@ -29,6 +29,8 @@ CASES = {
     "execute.throughput-1p": "blocks executed per second, one producer",
     "execute.throughput-4p": "blocks executed per second, four producers",
     "execute.sync": "a value round trip with `sync` (Dispatch runs it inline on the caller: not like for like)",
+    "execute.sync-same-cpu": "`execute.sync` with every thread of the process on one CPU: the code's cost, "
+                             "free of the machine's wake-up latency",
     "thread.idle-rss": "resident memory of 100 idle threads",
     "thread.idle-cpu": "CPU time of 100 idle threads over one second",
     "port.inprocess.roundtrip": "a request to an idle receiver on another thread and its reply, "
@@ -64,6 +66,8 @@ CASES = {
                       "name's key on a kept HTTP connection, which hands back a record, not a port)",
     "cluster.call": "a 64-byte request to the owner of a name on another node and its reply, over TLS "
                     "through that node's gateway",
+    "cluster.call-same-cpu": "`cluster.call` with every thread of the process on one CPU (both nodes, the "
+                             "gateway and the owner are in the bench process): the code's cost against the floors",
     "cluster.death": "SIGKILL of an owner on one node until a watcher on another sees its name vanish "
                      "(`raw`: an etcd delete until an etcd watch reports it)",
     "scale.ports": "a message to a random one of N ports on one sleeping loop, caller and loop on one CPU",
@@ -81,6 +85,9 @@ BASELINES = {
            "a Unix socket pair for ports, a bare request and response for names)",
     "raw-brokered": "`raw` plus the kernel work any brokered lookup needs: a fresh `socketpair`, "
                     "one end passed with SCM_RIGHTS, both closed",
+    "raw-registered": "`raw` plus the kernel work any registration of a port needs: a fresh `socketpair` "
+                      "whose end goes with the request (SCM_RIGHTS) into the server's epoll set, taken out "
+                      "and closed by the release",
     "raw-relayed": "`raw` through one relay thread (a death told on, or a call passed on over a Unix "
                    "socket pair): what any server in between adds at least",
     "portkit-connect": "PortKit connecting to a name across nodes itself (`ClusterNode.connect(toName:)`): "

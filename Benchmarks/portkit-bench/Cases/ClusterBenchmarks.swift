@@ -12,10 +12,14 @@ import PortMessaging
 /// software's, not a network's. Without etcd the cases are left out, with the reason.
 enum ClusterBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
-        [
+        let call = call(count: scale.count(2000, quick: 100))
+        return [
             lookup(count: scale.count(300, quick: 10)),
-            call(count: scale.count(2000, quick: 100)),
+            call,
             death(count: scale.count(20, quick: 3)),
+            // Every node, gateway and owner of the fixture is in this process (etcd is not on
+            // a call's path): on one CPU, what the code costs against the TLS floors.
+            call.pinned(.together, as: "cluster.call-same-cpu"),
         ]
     }
 

@@ -20,6 +20,7 @@ enum ExecuteBenchmarks: BenchmarkFamily {
             throughput("execute.throughput-1p", blocks: blocks, producers: 1),
             throughput("execute.throughput-4p", blocks: blocks, producers: 4),
             sync(roundTrips),
+            sync(roundTrips).pinned(.together, as: "execute.sync-same-cpu"),
             idleRSS(threads: idleThreads),
             idleCPU(threads: idleThreads, idling: scale.isQuick ? .milliseconds(100) : .seconds(1)),
         ]
