@@ -3,7 +3,8 @@ import Glibc
 /// A value guarded by a pthread mutex, with a condition variable to wait for changes of it
 /// with a deadline. Used where a thread must block: a full queue, a reply not yet there.
 // Safety of @unchecked Sendable: `value` is only reached with `mutex` held (in
-// `withLock` and `wait`); the mutex, condition and value live at fixed heap addresses.
+// `withLock` and `wait`); the mutex, condition and value live at fixed heap addresses
+// (one `LockBlock`).
 // Inlinable, the value behind a pointer: see `Locked` (here `wait` also looked up the
 // metadata of `Result?` on every call).
 package final class ConditionLock<Value>: @unchecked Sendable {
@@ -13,24 +14,17 @@ package final class ConditionLock<Value>: @unchecked Sendable {
 
     /// Guards `value`.
     package init(_ value: Value) {
-        self.value = .allocate(capacity: 1)
-        self.value.initialize(to: value)
-        mutex = makePthreadMutex()
-        condition = .allocate(capacity: 1)
-        condition.initialize(to: pthread_cond_t())
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
+        let block = LockBlock(for: Value.self, withCondition: true)
+        mutex = block.makeMutex()
+        condition = block.makeCondition()
+        self.value = block.value(value)
     }
 
     deinit {
         pthread_cond_destroy(condition)
-        condition.deallocate()
-        destroyPthreadMutex(mutex)
+        condition.deinitialize(count: 1)
         value.deinitialize(count: 1)
-        value.deallocate()
+        LockBlock<Value>.destroy(mutex)
     }
 
     /// Runs `body` with the value while holding the lock.
