@@ -185,6 +185,16 @@ int portkit_futex_wait_while(uint32_t *word, uint32_t value) {
     return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
 }
 
+int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns) {
+    struct timespec relative, *timeout = NULL;
+    if (timeout_ns >= 0) {
+        relative.tv_sec = (time_t)(timeout_ns / 1000000000);
+        relative.tv_nsec = (long)(timeout_ns % 1000000000);
+        timeout = &relative;
+    }
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout, NULL, 0);
+}
+
 void portkit_futex_wake_one(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
 #include <sched.h>

@@ -343,8 +343,14 @@ public final class ReceivePort: Sendable {
 
     /// The loop and mode of a scheduled port, if its loop is the calling thread's.
     var loopIfCurrent: (ThreadLoop, LoopMode)? {
-        guard let schedule = state.withLock({ $0.schedule }), schedule.loop.isCurrent else { return nil }
-        return (schedule.loop, schedule.loop.currentMode ?? schedule.modes.first ?? .default)
+        // Decided under the lock, so the usual answer (another thread's loop) copies nothing
+        // out of the schedule: a copy retains and releases each of its parts.
+        let found = state.withLock { state -> (ThreadLoop, LoopMode?)? in
+            guard state.schedule?.loop.isCurrent ?? false, let schedule = state.schedule else { return nil }
+            return (schedule.loop, schedule.modes.first)
+        }
+        guard let (loop, first) = found else { return nil }
+        return (loop, loop.currentMode ?? first ?? .default)
     }
 
     // MARK: Connections (other processes)

@@ -96,6 +96,9 @@ bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t d
 /// Sleeps while *word is value: FUTEX_WAIT_PRIVATE, no time-out. Returns 0 when woken, -1
 /// with errno (EAGAIN when *word was not value, EINTR) otherwise. Any return may be spurious.
 int portkit_futex_wait_while(uint32_t *word, uint32_t value);
+/// As portkit_futex_wait_while, for at most timeout_ns nanoseconds (negative: for ever);
+/// -1 with errno ETIMEDOUT when the time ran out.
+int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns);
 /// Wakes one thread sleeping on *word: FUTEX_WAKE_PRIVATE.
 void portkit_futex_wake_one(uint32_t *word);
 /// How many CPUs the calling thread may run on (sched_getaffinity); 1 if it cannot tell.
