@@ -411,7 +411,12 @@ public final class ReceivePort: Sendable {
         }
         // Once the peer is attached: a peer gone already leaves the connection open for its
         // loop to read what it wrote, and the end after it (`peerGoneOnWrite`).
-        connection.announceLimit(maxMessageBytes)
+        // A local peer that has read no announcement assumes the default limit: a port with
+        // the default says nothing (one write fewer per connection, every brokered lookup's
+        // included). Over TCP the announcement is also the sign the port took the connection.
+        if maxMessageBytes != Self.defaultMaxMessageBytes || !connection.medium.isLocal {
+            connection.announceLimit(maxMessageBytes)
+        }
         if let schedule {
             // While the port's iteration holds back, the connection waits unread (in no mode).
             try connection.bind(to: self, loop: schedule.loop, modes: paused ? [] : schedule.modes, handler: schedule.handler)

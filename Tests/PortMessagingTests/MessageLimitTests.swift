@@ -101,4 +101,33 @@ struct MessageLimitTests {
         #expect(try port.request(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
         try expectStillWorks(port, .socket)
     }
+
+    /// A port announces its limit on a Unix socket only when it is not the default (the
+    /// default is what a peer assumes): the first frame a raw peer reads is the limits frame
+    /// of a 1 MiB port, and the reply itself from a port with the default.
+    @Test(arguments: [1024 * 1024, ReceivePort.defaultMaxMessageBytes])
+    func aPortAnnouncesOnlyALimitOtherThanTheDefault(limit: Int) throws {
+        let served = ServedPort(ReceivePort(maxMessageBytes: limit)) { Message(id: $0.id, bytes: $0.bytes) }
+        defer { served.stop() }
+        let socket = try served.port.makeSendPort().transferableEnd().end
+        defer { try? socket.close() }
+        let request = try WireCodec.encode(WireMessage(kind: .request, id: 7, sequence: 1, components: [.bytes([1, 2, 3])]))
+        _ = try request.withUnsafeBytes { try socket.send($0) }
+        var splitter = WireFrameSplitter(limits: .transport())
+        var frames: [WireMessage] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while !frames.contains(where: { $0.kind == .reply }) {
+            guard try socket.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
+            let count = buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            splitter.append(Array(buffer.prefix(count)))
+            while let frame = try splitter.nextFrame() {
+                frames.append(try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) })
+            }
+        }
+        let expected: [WireKind] = limit == ReceivePort.defaultMaxMessageBytes ? [.reply] : [.limits, .reply]
+        #expect(frames.map(\.kind) == expected)
+        if limit != ReceivePort.defaultMaxMessageBytes { #expect(frames.first?.id == UInt32(limit)) }
+        #expect(frames.last?.components == [.bytes([1, 2, 3])])
+    }
 }

@@ -19,6 +19,14 @@ extension Connection {
         /// bytes only, no sender credentials; the socket stays non-blocking.
         case secured(FileDescriptor, any SecuredStream)
 
+        /// Whether the peer is on this host: a Unix socket or pipes.
+        var isLocal: Bool {
+            switch self {
+            case .socket, .pipes: true
+            case .tcp, .secured: false
+            }
+        }
+
         /// The descriptor frames are read from.
         var readFD: FileDescriptor {
             switch self { case .socket(let fd), .tcp(let fd), .secured(let fd, _): fd; case .pipes(let read, _): read }
