@@ -358,11 +358,10 @@ public final class ReceivePort: Sendable {
     /// Takes ownership of a connected stream socket whose peer speaks the PortKit wire
     /// protocol; frames on it are delivered to this port's handler, and requests are
     /// answered on it.
+    ///
+    /// The socket may be blocking: every read and write on a socket connection passes
+    /// `MSG_DONTWAIT` (a waiting read clears `O_NONBLOCK` itself), so no `fcntl` is needed.
     package func adoptConnection(_ socket: FileDescriptor) throws(PortError) {
-        do { try socket.setNonBlocking() } catch {
-            try? socket.close()  // adopting always takes ownership, even when it fails
-            throw PortError("fcntl", error)
-        }
         try adopt(Connection(.socket(socket), limits: limits))
     }
 

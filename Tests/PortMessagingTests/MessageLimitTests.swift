@@ -130,4 +130,38 @@ struct MessageLimitTests {
         if limit != ReceivePort.defaultMaxMessageBytes { #expect(frames.first?.id == UInt32(limit)) }
         #expect(frames.last?.components == [.bytes([1, 2, 3])])
     }
+
+    /// A port that adopts a blocking socket (as another process may hand one over) reads
+    /// it without blocking its loop: a request on it is answered, and the loop then runs a
+    /// block while the socket has nothing to read.
+    @Test func aPortReadsABlockingSocketItAdoptsWithoutBlockingItsLoop() throws {
+        let served = ServedPort { Message(id: $0.id, bytes: $0.bytes) }
+        defer { served.stop() }
+        let (mine, theirs) = try FileDescriptor.socketPair(type: CInt(SOCK_STREAM.rawValue), nonBlocking: false)
+        defer { try? mine.close() }
+        try served.port.adoptConnection(theirs)
+        let request = try WireCodec.encode(WireMessage(kind: .request, id: 9, sequence: 1, components: [.bytes([9])]))
+        _ = try request.withUnsafeBytes { try mine.send($0) }
+        var splitter = WireFrameSplitter(limits: .transport())
+        var reply: WireMessage?
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while reply == nil {
+            guard try mine.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
+            let count = buffer.withUnsafeMutableBytes { read(mine.rawValue, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            splitter.append(Array(buffer.prefix(count)))
+            while let frame = try splitter.nextFrame() {
+                let message = try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) }
+                if message.kind == .reply { reply = message }
+            }
+        }
+        #expect(reply?.sequence == 1)
+        #expect(reply?.components == [.bytes([9])])
+        let ran = ConditionLock(false)
+        try served.thread.loop.perform {
+            ran.withLock { $0 = true }
+            ran.broadcast()
+        }
+        #expect(ran.wait(until: .now + .seconds(30)) { $0 ? true : nil } == true)
+    }
 }
