@@ -7,7 +7,7 @@ enum Verb: String, CaseIterable {
     /// The verb's synopsis line (after `portname [--address PATH]`).
     var synopsis: String {
         switch self {
-        case .list: return "list [--cluster URL] [--json]"
+        case .list: return "list [--cluster URL [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--json]"
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
         case .status: return "status [--json]"
@@ -28,7 +28,9 @@ enum Verb: String, CaseIterable {
                 <TAB>NODE (with --json, "node": NODE) after it; PID is the owner's on its node.
                 With --cluster URL (an etcd endpoint, http://HOST:PORT), prints every name the
                 cluster's nodes publish there instead: NAME<TAB>NODE<TAB>PID, or with --json
-                {"name": NAME, "node": NODE, "pid": PID}.
+                {"name": NAME, "node": NODE, "pid": PID}. An https://HOST:PORT directory is
+                reached with --tls-cert, --tls-key and --tls-ca: a certificate etcd accepts from
+                a client, its key, and the authority that issued etcd's.
                 Exit status: 0; 5 no server (or no directory at URL).
                 """
         case .lookup:

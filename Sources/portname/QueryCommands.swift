@@ -18,11 +18,22 @@ enum QueryCommands {
 
     /// `list --cluster URL`: every name in the cluster's directory, with its node and pid.
     private static func listCluster(_ options: Options, endpoint: String) throws(Exit) {
+        let files = ["--tls-cert", "--tls-key", "--tls-ca"].map { options.values[$0] }
+        var security: ClusterTLS?
+        if let certificate = files[0], let key = files[1], let authority = files[2] {
+            do { security = try ClusterTLS(certificate: certificate, privateKey: key, authority: authority) } catch {
+                throw Exit(status: 1, message: "\(error)")
+            }
+        } else if files.contains(where: { $0 != nil }) {
+            throw .usage("--tls-cert, --tls-key and --tls-ca go together", verb: .list)
+        }
         let entries: [DirectoryEntry]
         do {
-            entries = try EtcdClient(endpoint: endpoint).list(prefix: ClusterNode.defaultPrefix).entries
+            entries = try EtcdClient(endpoint: endpoint, security: security).list(prefix: ClusterNode.defaultPrefix).entries
         } catch .invalidEndpoint {
-            throw .usage("--cluster needs an etcd endpoint http://HOST:PORT, not '\(endpoint)'", verb: .list)
+            throw .usage(
+                "--cluster needs an etcd endpoint http://HOST:PORT, or https://HOST:PORT with --tls-cert, --tls-key and --tls-ca, not '\(endpoint)'",
+                verb: .list)
         } catch {
             throw Exit(status: 5, message: "\(error)")
         }

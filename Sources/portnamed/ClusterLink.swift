@@ -27,11 +27,13 @@ struct ClusterLink: Sendable {
 
     /// Joins the directory at `endpoint` as `nodeName`, logging to `log`; with `listen`,
     /// runs the gateway there. Connections between nodes are TLS with `tls`, else plain
-    /// TCP (loopback only).
+    /// TCP (loopback only); so are the connections to an `https://` directory.
     /// - Throws: `DirectoryError.invalidEndpoint`; the gateway's `PortError` (an address
     ///   in use, plain TCP on an address that is not loopback).
     init(endpoint: String, nodeName: String, leaseTTL: Int, listen: PortAddress?, tls: ClusterTLS?, log: DaemonLog) throws {
-        node = try ClusterNode(directory: endpoint, node: nodeName, leaseTTL: leaseTTL) { event in
+        // An https:// directory is reached with the node's own certificate, from the same
+        // authority as etcd's.
+        node = try ClusterNode(directory: endpoint, directorySecurity: tls, node: nodeName, leaseTTL: leaseTTL) { event in
             switch event {
             case .directoryUp: log.line(.notice, "cluster: the directory at \(endpoint) answers; node \(nodeName) publishes its names")
             case .directoryDown(let error): log.line(.warning, "cluster: \(error); names here keep working, and are published when it is back")

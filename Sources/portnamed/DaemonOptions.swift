@@ -50,7 +50,9 @@ struct DaemonOptions {
                                   registered and released; the default), debug (connections)
           --etcd URL              join a cluster: publish every name registered here with
                                   cluster scope in the etcd directory at URL
-                                  (http://HOST:PORT), unique across its nodes (a name
+                                  (http://HOST:PORT, or https://HOST:PORT with the
+                                  TLS options, etcd's certificate from the same
+                                  authority), unique across its nodes (a name
                                   another node holds is refused), and mirror the other
                                   nodes' names
           --node NAME             this node's name in the cluster (with --etcd)
@@ -142,6 +144,9 @@ struct DaemonOptions {
             throw UsageError("--tls-cert, --tls-key and --tls-ca go together")
         }
         guard options.tlsCertificate == nil || options.etcd != nil else { throw UsageError("--tls-cert, --tls-key and --tls-ca need --etcd and --node") }
+        if let etcd = options.etcd, etcd.hasPrefix("https://"), options.tlsCertificate == nil {
+            throw UsageError("an https:// --etcd URL needs --tls-cert, --tls-key and --tls-ca (etcd's certificate from the same authority)")
+        }
         if anyUser {
             guard allowed.isEmpty else { throw UsageError("--allow-any-user and --allow-uid exclude each other") }
             options.policy.allowedUsers = nil

@@ -23,7 +23,7 @@ public enum DirectoryError: Error, Sendable, Equatable, CustomStringConvertible 
         case .leaseNotFound(let lease): "lease \(lease) is gone (expired or revoked)"
         case .compacted(let oldest): "the directory no longer has that revision; the oldest is \(oldest)"
         case .malformedAnswer(let reason): "the directory's answer is malformed: \(reason)"
-        case .invalidEndpoint(let endpoint): "not a directory endpoint (http://HOST:PORT): \(endpoint)"
+        case .invalidEndpoint(let endpoint): "not a directory endpoint (http://HOST:PORT, or https://HOST:PORT with a TLS security): \(endpoint)"
         }
     }
 }

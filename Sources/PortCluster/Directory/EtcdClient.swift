@@ -1,8 +1,9 @@
 import Foundation
 import PermanentThread
+import PortMessaging
 
 /// A client of an etcd v3 server through its JSON gateway (`/v3/kv/*`, `/v3/lease/*`,
-/// `/v3/watch`) over plain HTTP/1.1: the cluster's directory.
+/// `/v3/watch`) over HTTP/1.1, plain or over TLS: the cluster's directory.
 ///
 /// ```swift
 /// let etcd = try EtcdClient(endpoint: "http://127.0.0.1:2379")
@@ -18,20 +19,30 @@ import PermanentThread
 /// threads take turns on one kept-alive connection; a watch has a connection of its own.
 /// Keys are UTF-8 strings; etcd's 64-bit integers (revisions, lease ids) are `Int64`.
 public final class EtcdClient: Sendable {
-    /// The endpoint, `http://HOST:PORT`.
+    /// The endpoint, `http://HOST:PORT` or `https://HOST:PORT`.
     public let endpoint: String
     /// How long a call waits for etcd.
     public let timeout: Duration
     let host: String
     let port: UInt16
+    /// What secures every connection to an `https://` endpoint; `nil` for `http://`.
+    let security: (any StreamSecurity)?
     private let connection: Locked<HTTPConnection>
 
-    /// A client of the etcd server at `endpoint` (`http://HOST:PORT`; `HOST` a name, an IPv4
-    /// address or a bracketed IPv6 one). Connects on the first call.
-    /// - Throws: `.invalidEndpoint`.
-    public init(endpoint: String, timeout: Duration = .seconds(5)) throws(DirectoryError) {
-        guard endpoint.hasPrefix("http://") else { throw .invalidEndpoint(endpoint) }
-        var rest = endpoint.dropFirst("http://".count)
+    /// A client of the etcd server at `endpoint` (`http://HOST:PORT`, or `https://HOST:PORT`
+    /// with a `security`; `HOST` a name, an IPv4 address or a bracketed IPv6 one). Connects
+    /// on the first call.
+    /// - Parameters:
+    ///   - endpoint: the etcd server's client URL.
+    ///   - security: for an `https://` endpoint, what secures the connections: a
+    ///     `ClusterTLS` whose authority issued etcd's certificate, and whose certificate
+    ///     etcd accepts as a client's (`--client-cert-auth`). Not used over `http://`.
+    ///   - timeout: how long a call waits for etcd.
+    /// - Throws: `.invalidEndpoint`: not such a URL, or an `https://` one without a security.
+    public init(endpoint: String, security: (any StreamSecurity)? = nil, timeout: Duration = .seconds(5)) throws(DirectoryError) {
+        let secured = endpoint.hasPrefix("https://")
+        guard endpoint.hasPrefix("http://") || (secured && security != nil) else { throw .invalidEndpoint(endpoint) }
+        var rest = endpoint.dropFirst(secured ? "https://".count : "http://".count)
         if rest.hasSuffix("/") { rest = rest.dropLast() }
         guard let colon = rest.lastIndex(of: ":"), let port = UInt16(rest[rest.index(after: colon)...]), port != 0 else {
             throw .invalidEndpoint(endpoint)
@@ -43,7 +54,8 @@ public final class EtcdClient: Sendable {
         self.timeout = timeout
         self.host = host
         self.port = port
-        connection = Locked(HTTPConnection(host: host, port: port))
+        self.security = secured ? security : nil
+        connection = Locked(HTTPConnection(host: host, port: port, security: self.security))
     }
 
     // MARK: Keys

@@ -30,7 +30,7 @@ public final class EtcdWatch {
         nextRevision = revision
         endpoint = client.endpoint
         timeout = client.timeout
-        http = HTTPConnection(host: client.host, port: client.port)
+        http = HTTPConnection(host: client.host, port: client.port, security: client.security)
         try open()
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import PermanentThread
+import PortMessaging
 
 /// Why an HTTP exchange with the directory failed.
 enum HTTPFailure: Error, Sendable, CustomStringConvertible {
@@ -24,7 +25,9 @@ enum HTTPFailure: Error, Sendable, CustomStringConvertible {
 }
 
 /// One HTTP/1.1 client connection over TCP: requests answered in order on one kept-alive
-/// connection, or one streamed (chunked) answer read message by message.
+/// connection, or one streamed (chunked) answer read message by message. With a
+/// `security`, the bytes go over the stream it makes (HTTPS with `ClusterTLS`), its
+/// handshake done when the connection is made.
 ///
 /// Not thread-safe: its owner serialises the calls (`EtcdClient` holds it under a lock; a
 /// watch has one of its own).
@@ -32,7 +35,11 @@ final class HTTPConnection {
     /// The server's host (a name or a numeric address) and port.
     let host: String
     let port: UInt16
+    /// What secures the connection, if anything.
+    let security: (any StreamSecurity)?
     private var socket: FileDescriptor?
+    /// The secured stream over `socket`, with a `security`.
+    private var stream: (any SecuredStream)?
     /// Bytes read past what the last answer (or chunk) used.
     private var pending: [UInt8] = []
     /// A streamed answer's body, decoded from its chunks, not yet split into messages.
@@ -44,9 +51,10 @@ final class HTTPConnection {
         var body: [UInt8]
     }
 
-    init(host: String, port: UInt16) {
+    init(host: String, port: UInt16, security: (any StreamSecurity)? = nil) {
         self.host = host
         self.port = port
+        self.security = security
     }
 
     deinit { close() }
@@ -56,6 +64,7 @@ final class HTTPConnection {
 
     /// Closes the connection (the next request opens another).
     func close() {
+        stream = nil
         if let socket { try? socket.close() }
         socket = nil
         pending = []
@@ -141,16 +150,41 @@ final class HTTPConnection {
         do { addresses = try TCPSocket.resolve(host, port: port) } catch { throw .connect(error.description) }
         var last = "no address"
         for address in addresses {
-            do {
-                let made = try TCPSocket.connect(to: address, deadline: deadline)
-                socket = made
-                return made
-            } catch {
+            let made: FileDescriptor
+            do { made = try TCPSocket.connect(to: address, deadline: deadline) } catch {
                 last = error.description
                 if error.rawValue == ETIMEDOUT { throw .timedOut }
+                continue
             }
+            if let security { stream = try secure(made, by: security, deadline: deadline) }
+            socket = made
+            return made
         }
         throw .connect("\(host):\(port): \(last)")
+    }
+
+    /// A secured stream over the connected `socket`, its handshake done by `deadline`; the
+    /// socket is closed when it fails.
+    private func secure(
+        _ socket: FileDescriptor, by security: any StreamSecurity, deadline: ContinuousClock.Instant
+    ) throws(HTTPFailure) -> any SecuredStream {
+        do throws(HTTPFailure) {
+            let stream: any SecuredStream
+            do { stream = try security.secure(socket: socket.rawValue, as: .connecting(host: host)) } catch {
+                throw HTTPFailure.connect("\(host):\(port): \(error)")
+            }
+            while true {
+                switch stream.handshake() {
+                case .complete: return stream
+                case .wantsReadable: try wait(socket, for: POLLIN, deadline: deadline)
+                case .wantsWritable: try wait(socket, for: POLLOUT, deadline: deadline)
+                case .failed(let reason): throw HTTPFailure.connect("\(host):\(port): the TLS handshake failed: \(reason)")
+                }
+            }
+        } catch {
+            try? socket.close()
+            throw error
+        }
     }
 
     private func write(_ bytes: [UInt8], deadline: ContinuousClock.Instant) throws(HTTPFailure) {
@@ -158,9 +192,12 @@ final class HTTPConnection {
         var offset = 0
         while offset < bytes.count {
             let result = bytes.withUnsafeBytes { raw in
-                Result { () throws(Errno) in try socket.send(UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+                guard let stream else { return Result { () throws(Errno) in try socket.send(rest) } }
+                return Self.result(of: stream.write(rest))
             }
             switch result {
+            case .success(0): throw .broken("closed by the server")
             case .success(let sent): offset += sent
             case .failure(let error) where error == .wouldBlock: try wait(socket, for: POLLOUT, deadline: deadline)
             case .failure(let error): throw .broken(error.description)
@@ -181,7 +218,10 @@ final class HTTPConnection {
         guard let socket else { throw .broken("not connected") }
         var chunk = [UInt8](repeating: 0, count: 16_384)
         while true {
-            let result = chunk.withUnsafeMutableBytes { raw in Result { () throws(Errno) in try socket.read(into: raw) } }
+            let result = chunk.withUnsafeMutableBytes { raw in
+                guard let stream else { return Result { () throws(Errno) in try socket.read(into: raw) } }
+                return Self.result(of: stream.read(into: raw))
+            }
             switch result {
             case .success(0): throw .broken("closed by the server")
             case .success(let count):
@@ -190,6 +230,17 @@ final class HTTPConnection {
             case .failure(let error) where error == .wouldBlock: try wait(socket, for: POLLIN, deadline: deadline)
             case .failure(let error): throw .broken(error.description)
             }
+        }
+    }
+
+    /// A secured stream's transfer as a socket call's result: its end as a read of 0 bytes
+    /// (a write never sees it), nothing now as `wouldBlock`.
+    private static func result(of transfer: StreamTransfer) -> Result<Int, Errno> {
+        switch transfer {
+        case .transferred(let count): .success(count)
+        case .wouldBlock: .failure(.wouldBlock)
+        case .closed: .success(0)
+        case .failed(let errno, _): .failure(Errno(rawValue: errno == 0 ? EPROTO : errno))
         }
     }
 

@@ -71,10 +71,14 @@ public final class ClusterNode: NameDirectory, Sendable {
     static let lastRetry: Duration = .seconds(2)
 
     /// Starts a node named `node` on the directory at `directory` (an etcd endpoint,
-    /// `http://HOST:PORT`). It connects at once, and keeps trying while the directory is
-    /// down: check `isConnected`, or wait for `ClusterEvent.directoryUp`.
+    /// `http://HOST:PORT`, or `https://HOST:PORT` with a `directorySecurity`). It connects
+    /// at once, and keeps trying while the directory is down: check `isConnected`, or wait
+    /// for `ClusterEvent.directoryUp`.
     /// - Parameters:
     ///   - directory: the etcd endpoint.
+    ///   - directorySecurity: for an `https://` endpoint, what secures the connections to
+    ///     etcd (`ClusterTLS`: the authority that issued etcd's certificate, and a
+    ///     certificate etcd accepts from a client).
     ///   - node: this node's name, unique in the cluster.
     ///   - prefix: the key prefix the cluster's names live under.
     ///   - leaseTTL: how long, in seconds, the node's names outlive it (at least 2).
@@ -82,12 +86,12 @@ public final class ClusterNode: NameDirectory, Sendable {
     ///   - onEvent: called on the node's thread with every event from the first
     ///     connection on (the first `directoryUp`, the names found then). A handler added
     ///     later with `onEvent(_:)` sees only the events after it is added.
-    /// - Throws: `.invalidEndpoint`.
+    /// - Throws: `.invalidEndpoint` (an `https://` endpoint without a security, too).
     public init(
-        directory: String, node: String, prefix: String = ClusterNode.defaultPrefix, leaseTTL: Int = 5,
-        timeout: Duration = .seconds(2), onEvent: (@Sendable (ClusterEvent) -> Void)? = nil
+        directory: String, directorySecurity: (any StreamSecurity)? = nil, node: String, prefix: String = ClusterNode.defaultPrefix,
+        leaseTTL: Int = 5, timeout: Duration = .seconds(2), onEvent: (@Sendable (ClusterEvent) -> Void)? = nil
     ) throws(DirectoryError) {
-        etcd = try EtcdClient(endpoint: directory, timeout: timeout)
+        etcd = try EtcdClient(endpoint: directory, security: directorySecurity, timeout: timeout)
         self.node = node
         self.prefix = prefix
         self.leaseTTL = max(leaseTTL, 2)

@@ -14,6 +14,17 @@ final class EtcdServer {
     /// (`PORTKIT_REQUIRE_ETCD=1`, as CI sets, where a missing etcd is a failure, not a skip).
     static var testsRun: Bool { executable != nil || ProcessInfo.processInfo.environment["PORTKIT_REQUIRE_ETCD"] == "1" }
 
+    /// The files of a TLS server: its certificate and key, and the authority whose
+    /// certificates it accepts from clients (`--client-cert-auth`).
+    struct TLSFiles {
+        let certificate: String
+        let privateKey: String
+        let authority: String
+    }
+
+    /// Its TLS files, when it serves https, and the security its own probe connects with.
+    private let tls: TLSFiles?
+    private let probeSecurity: ClusterTLS?
     private(set) var clientPort: UInt16 = 0
     private(set) var peerPort: UInt16 = 0
     private let scratch = TestDirectory()
@@ -21,11 +32,14 @@ final class EtcdServer {
     var directory: String { scratch.path }
     private var process: SpawnedProcess?
 
-    /// The client endpoint, `http://127.0.0.1:PORT`.
-    var endpoint: String { "http://127.0.0.1:\(clientPort)" }
+    /// The client endpoint, `http://127.0.0.1:PORT` (`https://` with TLS).
+    var endpoint: String { "\(tls == nil ? "http" : "https")://127.0.0.1:\(clientPort)" }
 
-    /// Starts etcd and waits until it answers.
-    init() throws {
+    /// Starts etcd and waits until it answers; with `tls`, over https only, and answering
+    /// only clients with a certificate from its authority (its probe uses `probe`).
+    init(tls: TLSFiles? = nil, probe: ClusterTLS? = nil) throws {
+        self.tls = tls
+        probeSecurity = probe
         guard Self.executable != nil else { throw SpawnedProcess.Failure(description: "etcd is not installed (apt-get install etcd-server)") }
         // A port found free may be taken by another test before etcd binds it: then etcd
         // exits at once, and another pair of ports is tried.
@@ -48,13 +62,19 @@ final class EtcdServer {
     /// Starts the server (again, on the same ports and data) and waits until it answers.
     func start() throws {
         let peer = "http://127.0.0.1:\(peerPort)"
-        process = try SpawnedProcess.spawn(Self.executable!, [
+        var arguments = [
             "--name", "test", "--data-dir", directory + "/data",
             "--listen-client-urls", endpoint, "--advertise-client-urls", endpoint,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", "test=\(peer)", "--log-level", "error",
-        ])
-        let client = try EtcdClient(endpoint: endpoint, timeout: .seconds(2))
+        ]
+        if let tls {
+            arguments += [
+                "--cert-file", tls.certificate, "--key-file", tls.privateKey, "--trusted-ca-file", tls.authority, "--client-cert-auth",
+            ]
+        }
+        process = try SpawnedProcess.spawn(Self.executable!, arguments)
+        let client = try EtcdClient(endpoint: endpoint, security: probeSecurity, timeout: .seconds(2))
         let deadline = ContinuousClock.now + .seconds(60)
         while true {
             do {
