@@ -113,18 +113,7 @@ struct MessageLimitTests {
         defer { try? socket.close() }
         let request = try WireCodec.encode(WireMessage(kind: .request, id: 7, sequence: 1, components: [.bytes([1, 2, 3])]))
         _ = try request.withUnsafeBytes { try socket.send($0) }
-        var splitter = WireFrameSplitter(limits: .transport())
-        var frames: [WireMessage] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while !frames.contains(where: { $0.kind == .reply }) {
-            guard try socket.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
-            let count = buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            splitter.append(Array(buffer.prefix(count)))
-            while let frame = try splitter.nextFrame() {
-                frames.append(try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) })
-            }
-        }
+        let frames = try readFrames(from: socket) { $0.contains { $0.kind == .reply } }
         let expected: [WireKind] = limit == ReceivePort.defaultMaxMessageBytes ? [.reply] : [.limits, .reply]
         #expect(frames.map(\.kind) == expected)
         if limit != ReceivePort.defaultMaxMessageBytes { #expect(frames.first?.id == UInt32(limit)) }
@@ -142,19 +131,7 @@ struct MessageLimitTests {
         try served.port.adoptConnection(theirs)
         let request = try WireCodec.encode(WireMessage(kind: .request, id: 9, sequence: 1, components: [.bytes([9])]))
         _ = try request.withUnsafeBytes { try mine.send($0) }
-        var splitter = WireFrameSplitter(limits: .transport())
-        var reply: WireMessage?
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while reply == nil {
-            guard try mine.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
-            let count = buffer.withUnsafeMutableBytes { read(mine.rawValue, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            splitter.append(Array(buffer.prefix(count)))
-            while let frame = try splitter.nextFrame() {
-                let message = try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) }
-                if message.kind == .reply { reply = message }
-            }
-        }
+        let reply = try readFrames(from: mine) { $0.contains { $0.kind == .reply } }.first { $0.kind == .reply }
         #expect(reply?.sequence == 1)
         #expect(reply?.components == [.bytes([9])])
         let ran = ConditionLock(false)

@@ -66,3 +66,21 @@ func keyValueFields(_ output: String) -> [String: String] {
     }
     return fields
 }
+
+/// Reads wire frames from `socket` (raw, as a peer that is not PortKit would) until `done`
+/// says the frames so far are enough, the socket ends, or 30 s pass with nothing to read.
+func readFrames(from socket: FileDescriptor, until done: ([WireMessage]) -> Bool) throws -> [WireMessage] {
+    var splitter = WireFrameSplitter(limits: .transport())
+    var frames: [WireMessage] = []
+    var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+    while !done(frames) {
+        guard try socket.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
+        let count = buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) }
+        guard count > 0 else { break }
+        splitter.append(Array(buffer.prefix(count)))
+        while let frame = try splitter.nextFrame() {
+            frames.append(try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) })
+        }
+    }
+    return frames
+}

@@ -182,19 +182,7 @@ struct ServerPortTests {
         #expect(all.filter { $0.hasPrefix("refused") }.allSatisfy { $0.contains("timed out") }, "\(all)")
 
         // Now read: every answer that went is whole and in order, then a refusal per the rest.
-        var splitter = WireFrameSplitter(limits: .transport())
-        var replies: [WireMessage] = []
-        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
-        while replies.count < 8 {
-            guard try socket.poll(CShort(POLLIN), timeout: .seconds(30)) != 0 else { break }
-            let count = buffer.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, $0.count) }
-            guard count > 0 else { break }
-            splitter.append(Array(buffer.prefix(count)))
-            while let frame = try splitter.nextFrame() {
-                let message = try frame.withUnsafeBytes { try WireCodec.decode($0, descriptorCount: 0) }
-                if message.kind != .limits { replies.append(message) }
-            }
-        }
+        let replies = try readFrames(from: socket) { $0.filter { $0.kind != .limits }.count >= 8 }.filter { $0.kind != .limits }
         let answered = replies.filter { $0.kind == .reply }
         #expect(answered.map(\.sequence) == (1...UInt64(sent.count)).map { $0 })
         for reply in answered {
