@@ -151,13 +151,7 @@ int portkit_accept4(int fd, int flags) { return accept4(fd, NULL, NULL, flags); 
 
 int portkit_futex_sleep(uint32_t *word, int64_t timeout_ns) {
     if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != 0) return 0;
-    struct timespec relative, *timeout = NULL;
-    if (timeout_ns >= 0) {
-        relative.tv_sec = (time_t)(timeout_ns / 1000000000);
-        relative.tv_nsec = (long)(timeout_ns % 1000000000);
-        timeout = &relative;
-    }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, timeout, NULL, 0);
+    return portkit_futex_wait_while_for(word, 0, timeout_ns);
 }
 
 void portkit_futex_wake(uint32_t *word) {
@@ -167,7 +161,7 @@ void portkit_futex_wake(uint32_t *word) {
 
 void portkit_futex_reset(uint32_t *word) { __atomic_store_n(word, 0, __ATOMIC_RELEASE); }
 
-// MARK: - PermanentThread (a synchronous call's word: its caller spins, then sleeps on it)
+// MARK: - PermanentThread (a `DoneWord`: its waiter sleeps on it until it is marked done)
 
 uint32_t portkit_word_load(uint32_t *word) { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
 
@@ -179,10 +173,6 @@ uint32_t portkit_word_exchange(uint32_t *word, uint32_t value) {
 
 bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t desired) {
     return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-}
-
-int portkit_futex_wait_while(uint32_t *word, uint32_t value) {
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, NULL, NULL, 0);
 }
 
 int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns) {

@@ -83,7 +83,7 @@ void portkit_futex_wake(uint32_t *word);
 /// Sets *word to 0 (release), before the thread that owns it next sleeps on it.
 void portkit_futex_reset(uint32_t *word);
 
-// MARK: - PermanentThread (a synchronous call's word: its caller spins, then sleeps on it)
+// MARK: - PermanentThread (a `DoneWord`: its waiter sleeps on it until it is marked done)
 
 /// Loads *word (acquire).
 uint32_t portkit_word_load(uint32_t *word);
@@ -93,11 +93,9 @@ void portkit_word_store(uint32_t *word, uint32_t value);
 uint32_t portkit_word_exchange(uint32_t *word, uint32_t value);
 /// Sets *word to desired if it holds expected (acquire and release); says whether it did.
 bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t desired);
-/// Sleeps while *word is value: FUTEX_WAIT_PRIVATE, no time-out. Returns 0 when woken, -1
-/// with errno (EAGAIN when *word was not value, EINTR) otherwise. Any return may be spurious.
-int portkit_futex_wait_while(uint32_t *word, uint32_t value);
-/// As portkit_futex_wait_while, for at most timeout_ns nanoseconds (negative: for ever);
-/// -1 with errno ETIMEDOUT when the time ran out.
+/// Sleeps while *word is value, for at most timeout_ns nanoseconds (negative: for ever):
+/// FUTEX_WAIT_PRIVATE. Returns 0 when woken, -1 with errno (EAGAIN when *word was not value,
+/// EINTR, ETIMEDOUT when the time ran out) otherwise. Any return may be spurious.
 int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns);
 /// Wakes one thread sleeping on *word: FUTEX_WAKE_PRIVATE.
 void portkit_futex_wake_one(uint32_t *word);

@@ -27,15 +27,16 @@ package final class WakeWord: @unchecked Sendable {
 
     /// Sleeps until woken, or for at most `timeout` (`nil`: no limit). May return early.
     package func sleep(timeout: Duration?) {
-        var nanoseconds: Int64 = -1
-        if let timeout {
-            let (seconds, attoseconds) = max(timeout, .zero).components
-            // Beyond about 285 years a timeout is no limit at all.
-            if seconds < 9_000_000_000 { nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000 }
-        }
-        _ = portkit_futex_sleep(word, nanoseconds)
+        _ = portkit_futex_sleep(word, timeout.map(futexNanoseconds) ?? -1)
     }
 
     /// Ends the current or the next sleep. Safe from any thread.
     package func wake() { portkit_futex_wake(word) }
+}
+
+/// `timeout` in nanoseconds for a futex wait (at least 0); -1, no limit at all, beyond
+/// about 285 years.
+func futexNanoseconds(_ timeout: Duration) -> Int64 {
+    let (seconds, attoseconds) = max(timeout, .zero).components
+    return seconds < 9_000_000_000 ? seconds * 1_000_000_000 + attoseconds / 1_000_000_000 : -1
 }

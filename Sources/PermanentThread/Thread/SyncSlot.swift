@@ -6,19 +6,19 @@ import Glibc
 /// the word the caller waits on. A call allocates only the escaping thunk that
 /// `withoutActuallyEscaping` makes for the job.
 ///
-/// The wait: the caller spins on the word for a while (yielding its CPU), then sleeps on it (a futex). The
-/// permanent thread stores "done" and makes the system call to wake the caller only if the
-/// caller said it sleeps. How long the caller spins adapts to how long its last calls took:
+/// The wait: the caller spins on the word for a while (yielding its CPU), then sleeps on it
+/// (a `DoneWord`: the permanent thread marks it done, and makes the system call to wake the
+/// caller only if the caller said it sleeps). How long the caller spins adapts to how long its last calls took:
 /// twice that, at most `maxSpin`; a call that took longer halves it. Nothing spins on a
 /// machine where the caller could only take the CPU from the thread it waits for.
 // Safety of @unchecked Sendable: `job` is written by the caller before the block is enqueued
 // (the inbox's release and acquire publish it), then read and cleared by the permanent
-// thread before it stores `done` (releasing), which the caller loads (acquiring) before it
-// writes `job` again. `spinBudget`, `busy` and `runner` are the calling thread's alone; the
-// word is touched only through the C atomics and the futex calls.
+// thread before it marks the word done (releasing), which the caller loads (acquiring)
+// before it writes `job` again. `spinBudget`, `busy` and `runner` are the calling thread's
+// alone; the word is a `DoneWord`.
 final class SyncSlot: @unchecked Sendable {
     private var job: (() -> Void)?
-    private let word: UnsafeMutablePointer<UInt32>
+    private let word = DoneWord(done: true)
     /// What the loop runs for every call of this slot; it holds the slot (see `slotKey`).
     private(set) var runner: @Sendable () -> Void = {}
     /// A call of this slot is in progress (a nested call on this thread takes a fresh slot).
@@ -28,24 +28,13 @@ final class SyncSlot: @unchecked Sendable {
     /// How many calls this slot carried, for tests: a thread's calls share one slot.
     private(set) var calls = 0
 
-    /// The word's values.
-    private enum Word {
-        static let running: UInt32 = 0
-        static let done: UInt32 = 1
-        /// The caller sleeps on the word (or is about to): the permanent thread must wake it.
-        static let sleeping: UInt32 = 2
-    }
-
     /// The longest a caller spins: a few wake-ups of a sleeping thread.
     private static let maxSpin = 30_000
     /// Whether spinning can help: another CPU may run the permanent thread meanwhile. Asked
     /// per slot, as the calling thread may be pinned.
     private let canSpin = portkit_allowed_cpu_count() > 1
 
-    private init() {
-        word = .allocate(capacity: 1)
-        word.initialize(to: Word.done)
-    }
+    private init() {}
 
     deinit { word.deallocate() }
 
@@ -66,12 +55,12 @@ final class SyncSlot: @unchecked Sendable {
         defer { busy = false }
         try withoutActuallyEscaping(job) { (escapable) throws(ThreadLoopError) in
             self.job = escapable
-            portkit_word_store(word, Word.running)
+            word.reset()
             do throws(ThreadLoopError) {
                 try loop.performInCommonModes(label: label, runner)
             } catch {
                 self.job = nil
-                portkit_word_store(word, Word.done)
+                word.markDone()
                 throw error
             }
             waitUntilDone()
@@ -81,7 +70,7 @@ final class SyncSlot: @unchecked Sendable {
     /// On the permanent thread.
     private func run() {
         runJob()
-        if portkit_word_exchange(word, Word.done) == Word.sleeping { portkit_futex_wake_one(word) }
+        word.markDone()
     }
 
     /// Runs the job and lets go of it before the caller learns it is done:
@@ -96,9 +85,7 @@ final class SyncSlot: @unchecked Sendable {
     private func waitUntilDone() {
         let start = Self.nanoseconds()
         if spin(from: start) { return }
-        if portkit_word_compare_exchange(word, Word.running, Word.sleeping) {
-            while portkit_word_load(word) == Word.sleeping { _ = portkit_futex_wait_while(word, Word.sleeping) }
-        }
+        _ = word.wait(until: nil)
         adapt(took: Self.nanoseconds() - start)
     }
 
@@ -111,7 +98,7 @@ final class SyncSlot: @unchecked Sendable {
         guard canSpin else { return false }
         var spins = 0
         while true {
-            if portkit_word_load(word) == Word.done {
+            if word.isDone {
                 adapt(took: Self.nanoseconds() - start)
                 return true
             }

@@ -1,0 +1,57 @@
+import CPortKitSystem
+
+/// A word one thread waits on until another marks it done. The waiter says it sleeps
+/// before it sleeps on the word (a futex), and the marker makes the system call to wake it
+/// only then: a mark that comes before the wait costs none. A `sync` call's caller waits on
+/// one (`SyncSlot`), and so does PortMessaging's requester of an in-process reply.
+// Safety of @unchecked Sendable: the word is touched only through the C atomics (a load
+// acquires, a mark releases, so what the marker wrote before is seen by the waiter) and the
+// futex calls; its owner frees it (`deallocate`) once no thread uses it.
+package struct DoneWord: @unchecked Sendable {
+    private let word: UnsafeMutablePointer<UInt32>
+
+    /// The word's values.
+    private enum State {
+        static let pending: UInt32 = 0
+        static let done: UInt32 = 1
+        /// The waiter sleeps on the word (or is about to): the mark must wake it.
+        static let sleeping: UInt32 = 2
+    }
+
+    /// A word, done already or not.
+    package init(done: Bool) {
+        word = .allocate(capacity: 1)
+        word.initialize(to: done ? State.done : State.pending)
+    }
+
+    /// Frees the word; no thread may use it after.
+    package func deallocate() { word.deallocate() }
+
+    /// Makes the word not done, before the work it stands for begins. The waiter's thread only.
+    package func reset() { portkit_word_store(word, State.pending) }
+
+    /// Whether the word is done.
+    package var isDone: Bool { portkit_word_load(word) == State.done }
+
+    /// Marks the word done, and wakes the waiter if it sleeps. Once after each reset.
+    package func markDone() {
+        if portkit_word_exchange(word, State.done) == State.sleeping { portkit_futex_wake_one(word) }
+    }
+
+    /// Waits until the word is done, or `deadline` passes (`nil`: no deadline); whether it
+    /// is done. One thread waits on a word at a time.
+    package func wait(until deadline: ContinuousClock.Instant?) -> Bool {
+        while true {
+            let now = portkit_word_load(word)
+            if now == State.done { return true }
+            if now == State.pending && !portkit_word_compare_exchange(word, State.pending, State.sleeping) { continue }
+            var timeout: Int64 = -1
+            if let deadline {
+                let left = deadline - .now
+                if left <= .zero { return false }
+                timeout = futexNanoseconds(left)
+            }
+            _ = portkit_futex_wait_while_for(word, State.sleeping, timeout)
+        }
+    }
+}
