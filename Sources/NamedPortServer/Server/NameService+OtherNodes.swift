@@ -40,6 +40,14 @@ extension NameService {
         }.sorted { $0.name < $1.name }
     }
 
+    /// The owners field of a `list` or `watch` reply: this host's `owners`, and with
+    /// `withOtherNodes` a second field of the other nodes' names that `filter` matches.
+    func ownersFields(_ owners: [NameOwner], withOtherNodes: Bool, matching filter: WatchFilter?) -> [MessageComponent] {
+        var fields = [NameField.owners(owners)]
+        if withOtherNodes { fields.append(NameField.owners(otherNodesOwners(matching: filter), withNodes: true)) }
+        return fields
+    }
+
     /// An owner on another node, as this server reports it: its pid there, this server's
     /// uid (its process relays to it), and the node.
     func otherNodeOwner(_ name: String, _ holder: NameDirectoryHolder) -> NameOwner {

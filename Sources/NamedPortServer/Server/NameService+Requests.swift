@@ -151,9 +151,8 @@ extension NameService {
             try addWaiter(for: name, client, PendingLookup(reply: pending, wantsPort: wantsPort), milliseconds: wait)
 
         case .list:
-            var owners = [NameField.owners(table.owners)]
-            if try fields.asksForOtherNodes(), directory != nil { owners.append(NameField.owners(otherNodesOwners(matching: nil), withNodes: true)) }
-            answer(pending, ok(owners), client)
+            let withOtherNodes = try fields.asksForOtherNodes() && directory != nil
+            answer(pending, ok(ownersFields(table.owners, withOtherNodes: withOtherNodes, matching: nil)), client)
 
         case .watch:
             let watchID = try fields.integer()
@@ -176,9 +175,7 @@ extension NameService {
             try? watchPort.onInvalidation(on: loop) { [unowned self] dead in
                 if self.watchPorts[key]?.port === dead { self.endWatch(key) }
             }
-            var owners = [NameField.owners(current)]
-            if withOtherNodes { owners.append(NameField.owners(otherNodesOwners(matching: filter), withNodes: true)) }
-            answer(pending, ok(owners), client)
+            answer(pending, ok(ownersFields(current, withOtherNodes: withOtherNodes, matching: filter)), client)
 
         case .unwatch:
             let watchID = try fields.integer()

@@ -37,9 +37,7 @@ extension ClusterNode {
     /// and watches beside its own (`NameDirectory`).
     public func otherNodesNames() -> [String: NameDirectoryHolder] {
         let node = node
-        return state.withLock { state in
-            state.mirror.compactMapValues { owner in owner.node == node ? nil : NameDirectoryHolder(node: owner.node, pid: owner.pid) }
-        }
+        return state.withLock { state in state.mirror.compactMapValues { Self.holder($0, otherThan: node) } }
     }
 
     /// Calls `handler`, on the node's thread, with each later change of a name other nodes
@@ -49,7 +47,12 @@ extension ClusterNode {
         let node = node
         onEvent { event in
             guard case .ownerChanged(let name, let owner) = event else { return }
-            handler(name, owner.flatMap { $0.node == node ? nil : NameDirectoryHolder(node: $0.node, pid: $0.pid) })
+            handler(name, owner.flatMap { Self.holder($0, otherThan: node) })
         }
+    }
+
+    /// `owner` as a holder on another node; `nil` when it is `node` (this one).
+    private static func holder(_ owner: ClusterOwner, otherThan node: String) -> NameDirectoryHolder? {
+        owner.node == node ? nil : NameDirectoryHolder(node: owner.node, pid: owner.pid)
     }
 }

@@ -136,7 +136,7 @@ extension Connection {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
                     guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
-                    batch.append(try decode(frame, header, takingFrom: &state, sender: state.sender, peer: state.peer))
+                    batch.append(try decode(frame, header, takingFrom: &state))
                     offset += header.frameLength
                 }
                 // A frame begun but not ended waits in the splitter for the next read.
@@ -147,7 +147,7 @@ extension Connection {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
                             guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
-                            return try decode(raw, header, takingFrom: &state, sender: state.sender, peer: state.peer)
+                            return try decode(raw, header, takingFrom: &state)
                         }
                     }
                     batch.append(try result.get())
@@ -191,7 +191,8 @@ extension Connection {
     }
 
     /// Decodes one whole frame whose header is parsed, taking the descriptors it announces
-    /// from the front of `state.descriptors` (descriptors arrive in frame order).
+    /// from the front of `state.descriptors` (descriptors arrive in frame order); the
+    /// message names `state`'s sender and peer.
     ///
     /// A frame that finds fewer descriptors than it announces after a read lost some (this
     /// process is out of descriptors) is not delivered: the descriptors it got are closed,
@@ -199,8 +200,7 @@ extension Connection {
     /// adopted connection is dropped (its peer sees it end); a one-way message, which has
     /// no way back, ends the connection with that error. The connection stays otherwise.
     private func decode(
-        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom state: inout Inbound, sender: SenderCredentials?,
-        peer: PortPeer?
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom state: inout Inbound
     ) throws(PortError) -> Delivery {
         let count = header.descriptorCount
         guard count <= state.descriptors.count else {
@@ -255,8 +255,8 @@ extension Connection {
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         var message = Message(id: header.id, components: components, replyPort: replyPort)
-        message.sender = sender
-        message.peer = peer
+        message.sender = state.sender
+        message.peer = state.peer
         return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
     }
 
