@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import Glibc
 import PermanentThread
@@ -26,7 +27,7 @@ struct HTTPConnectionTests {
                 defer { try? socket.close() }
                 var request: [UInt8] = []
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                while !String(decoding: request, as: UTF8.self).contains("\r\n\r\n{}") {
+                while !Self.isWhole(request) {
                     _ = try? socket.poll(CShort(POLLIN), timeout: .seconds(60))
                     let count = (try? buffer.withUnsafeMutableBytes { try socket.read(into: $0) }) ?? 0
                     if count <= 0 { return }
@@ -40,6 +41,43 @@ struct HTTPConnectionTests {
         }
 
         deinit { try? listener.close() }
+
+        /// Whether `request` holds a head and as many body bytes as its Content-Length says.
+        private static func isWhole(_ request: [UInt8]) -> Bool {
+            let text = String(decoding: request, as: UTF8.self)
+            guard let end = text.range(of: "\r\n\r\n") else { return false }
+            let length = text[..<end.lowerBound].split(separator: "\r\n")
+                .first { $0.lowercased().hasPrefix("content-length:") }
+                .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+            return text[end.upperBound...].utf8.count >= length
+        }
+    }
+
+    /// One HTTP chunk holding `text` and a newline, as etcd streams a watch's messages.
+    private static func chunk(_ text: String) -> String {
+        String(text.utf8.count + 1, radix: 16) + "\r\n" + text + "\n\r\n"
+    }
+
+    /// A watch message with one put of `key` at `revision`.
+    private static func put(_ key: String, revision: Int) -> String {
+        #"{"result":{"events":[{"kv":{"key":"\#(EtcdClient.base64(key))","value":"","create_revision":"\#(revision)","mod_revision":"\#(revision)"}}]}}"#
+    }
+
+    /// Two changes that arrive in one read are both returned by one `next`: a node waits for
+    /// the socket to be readable before it asks again, and nothing would wake it for the
+    /// second left in the connection's buffer.
+    @Test func aWatchReturnsEveryChangeOneReadBrought() throws {
+        let server = try ScriptedServer(parts: [
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + Self.chunk(#"{"result":{"created":true}}"#),
+            Self.chunk(Self.put("names/a", revision: 5)) + Self.chunk(Self.put("names/b", revision: 6)),
+        ])
+        let client = try EtcdClient(endpoint: "http://127.0.0.1:\(server.port)", timeout: .seconds(30))
+        let watch = try client.watch(prefix: "names/", fromRevision: 5)
+        defer { watch.cancel() }
+        server.go.signal()  // both changes in one send, once the watch is created
+        let descriptor = try #require(watch.descriptor)
+        #expect(try FileDescriptor(rawValue: descriptor).poll(CShort(POLLIN), timeout: .seconds(30)) != 0)
+        #expect(try watch.next(timeout: .zero).map(\.key) == ["names/a", "names/b"])
     }
 
     @Test func aStreamCutInsideItsChunksYieldsWholeMessagesInOrder() throws {

@@ -47,20 +47,26 @@ public final class EtcdWatch {
     }
 
     /// The changes that came, waiting up to `timeout` for the first; empty when none came.
+    /// Once some came, every other change already received comes with them: a caller that
+    /// waits for the socket to be readable before it asks again (`descriptor`) would not be
+    /// woken for messages a read left in the connection's buffer.
     /// - Throws: `.unavailable` when the stream broke or cannot be opened again (call again
     ///   later: it resumes from `nextRevision`), `.compacted`, `.malformedAnswer`.
     public func next(timeout wait: Duration) throws(DirectoryError) -> [DirectoryChange] {
         if !streaming { try open() }
-        let deadline = ContinuousClock.now + wait
+        var deadline = ContinuousClock.now + wait
+        var changes: [DirectoryChange] = []
         while true {
             let message: [UInt8]?
             do { message = try http.nextMessage(deadline: deadline) } catch {
+                // The changes read before the stream broke first; the next call says it broke.
+                if !changes.isEmpty { return changes }
                 cancel()
                 throw .unavailable(endpoint: endpoint, reason: error.description)
             }
-            guard let message else { return [] }
-            let changes = try read(message)
-            if !changes.isEmpty { return changes }
+            guard let message else { return changes }
+            changes += try read(message)
+            if !changes.isEmpty { deadline = .now }  // from now on, only what is here already
         }
     }
 

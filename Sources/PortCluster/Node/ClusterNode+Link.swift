@@ -41,6 +41,8 @@ extension ClusterNode {
             }
             report(.directoryUp)
             for outcome in outcomes { report(outcome) }
+            // Changes the watch read along with its creation wake no readiness: taken now.
+            readWatch()
         } catch {
             linkLost(error)
         }
