@@ -7,33 +7,40 @@ import CPortKitSystem
 // Safety of @unchecked Sendable: the word is touched only through the C atomics (a load
 // acquires, a mark releases, so what the marker wrote before is seen by the waiter) and the
 // futex calls; its owner frees it (`deallocate`) once no thread uses it.
+// Inlinable, as `Locked` is: PortMessaging's reply slots mark and test it on every
+// in-process request.
 package struct DoneWord: @unchecked Sendable {
-    private let word: UnsafeMutablePointer<UInt32>
+    @usableFromInline let word: UnsafeMutablePointer<UInt32>
 
     /// The word's values.
-    private enum State {
-        static let pending: UInt32 = 0
-        static let done: UInt32 = 1
+    @usableFromInline enum State {
+        @usableFromInline static let pending: UInt32 = 0
+        @usableFromInline static let done: UInt32 = 1
         /// The waiter sleeps on the word (or is about to): the mark must wake it.
-        static let sleeping: UInt32 = 2
+        @usableFromInline static let sleeping: UInt32 = 2
     }
 
     /// A word, done already or not.
+    @inlinable
     package init(done: Bool) {
         word = .allocate(capacity: 1)
         word.initialize(to: done ? State.done : State.pending)
     }
 
     /// Frees the word; no thread may use it after.
+    @inlinable
     package func deallocate() { word.deallocate() }
 
     /// Makes the word not done, before the work it stands for begins. The waiter's thread only.
+    @inlinable
     package func reset() { portkit_word_store(word, State.pending) }
 
     /// Whether the word is done.
+    @inlinable
     package var isDone: Bool { portkit_word_load(word) == State.done }
 
     /// Marks the word done, and wakes the waiter if it sleeps. Once after each reset.
+    @inlinable
     package func markDone() {
         if portkit_word_exchange(word, State.done) == State.sleeping { portkit_futex_wake_one(word) }
     }
