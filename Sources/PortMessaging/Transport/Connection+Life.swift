@@ -121,11 +121,15 @@ extension Connection {
         var releasing = finish
         if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
         release.withLock { [releasing] in $0 = releasing }
-        // Wake any thread blocked on the socket (a writer waiting for room, a reader), then
-        // close the gate: the last user out, maybe this call, releases the descriptors.
+        // Close the gate: the last user out, maybe this call, releases the descriptors. A
+        // shutdown wakes any thread still in a call on the socket (a writer waiting for room,
+        // a waiting reader) and ends the socket for the peer at once. It is left out only
+        // when it can change nothing: a Unix socket or pipes, no other user, and a release
+        // that closes the last descriptor of the socket as this call leaves the gate (no loop
+        // to hop to, no duplicate held by a watcher or the write queue).
+        let releasedHere = medium.isLocal && watchers.isEmpty && (loop?.isCurrent ?? true) && !isWatchingForRoom
         _ = withDescriptors {
-            writeFD.shutdown()
-            _ = gate.close()
+            if gate.closeFromInside() > 0 || !releasedHere { writeFD.shutdown() }
         }
         discardQueued()
     }

@@ -126,6 +126,11 @@ extension Connection {
         return true
     }
 
+    /// Whether a source watches for room (on a duplicate of the descriptor).
+    var isWatchingForRoom: Bool {
+        outboxStorage.load()?.withLock { $0.source != nil } ?? false
+    }
+
     /// Removes the source of an empty queue.
     private func stopWatchingForRoom() {
         guard let outbox = outboxStorage.load() else { return }

@@ -5,8 +5,8 @@ import Synchronization
 /// for reuse, and that call (a frame's write, say) could reach an unrelated file or peer.
 ///
 /// Every system call on the descriptors runs between `enter()` and `leave()`. Closing does
-/// not wait for those users: the last one out of a closed gate releases the descriptors (or
-/// `close()` itself, when no one is in). The state is one word, `2 × users + closed`, so
+/// not wait for those users: the last one out of a closed gate releases the descriptors (the
+/// closer is a user itself, so one always leaves after the close). The state is one word, `2 × users + closed`, so
 /// exactly one caller sees it become "closed, no user" and releases, whatever the race.
 struct DescriptorGate: ~Copyable {
     private let state = Atomic<Int>(0)
@@ -31,10 +31,10 @@ struct DescriptorGate: ~Copyable {
         state.wrappingSubtract(2, ordering: .acquiringAndReleasing).newValue == 1
     }
 
-    /// Closes the gate (no new user can enter); true when no one was using the descriptors,
-    /// so the caller must release them now. False as well when it was closed already.
-    func close() -> Bool {
-        let (old, new) = state.bitwiseOr(1, ordering: .acquiringAndReleasing)
-        return old & 1 == 0 && new == 1
+    /// Closes the gate (no new user can enter) from inside it: the caller is a user, and its
+    /// `leave()` releases if it is the last one out. Returns how many other users are in.
+    func closeFromInside() -> Int {
+        let (old, _) = state.bitwiseOr(1, ordering: .acquiringAndReleasing)
+        return old / 2 - 1
     }
 }
