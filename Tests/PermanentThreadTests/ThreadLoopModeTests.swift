@@ -26,6 +26,59 @@ struct ThreadLoopModeTests {
         #expect(try runs(loop, .default, firing: timer, fired) > 0)
     }
 
+    /// A ready descriptor source in three modes fires in each mode it is still in, as it is
+    /// taken out of them one by one, the first it was added to first; out of all, in none.
+    @Test func aDescriptorSourceFiresInTheModesItIsStillIn() throws {
+        let loop = ThreadLoop.current
+        let pipe = try FileDescriptor.pipe(nonBlocking: true)
+        defer {
+            try? pipe.read.close()
+            try? pipe.write.close()
+        }
+        _ = try [UInt8(1)].withUnsafeBytes { try pipe.write.write($0) }
+        let fired = Counter()
+        let source = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in fired.increment() }
+        defer { source.invalidate() }
+        let modes: [LoopMode] = ["first", "second", "third"]
+        let keep = keepAlive()
+        for mode in modes {
+            try loop.add(source, forMode: mode)
+            try loop.add(source, forMode: mode)  // twice: still once in the mode
+            try loop.add(keep, forMode: mode)
+        }
+        defer { keep.invalidate() }
+        func firesIn(_ mode: LoopMode) throws -> Bool {
+            let before = fired.count
+            _ = try loop.run(mode: mode, for: .milliseconds(200))
+            return fired.count > before
+        }
+        #expect(try modes.map(firesIn) == [true, true, true])
+        loop.remove(source, forMode: "first")
+        #expect(try modes.map(firesIn) == [false, true, true])
+        loop.remove(source, forMode: "third")
+        #expect(try modes.map(firesIn) == [false, true, false])
+        loop.remove(source, forMode: "second")
+        #expect(try modes.map(firesIn) == [false, false, false])
+        try loop.add(source, forMode: "third")
+        #expect(try modes.map(firesIn) == [false, false, true])
+    }
+
+    /// The modes an item is in: each once, in the order added, the first removable while
+    /// others stay.
+    @Test func anItemsModesHoldEachModeOnceInOrder() {
+        var modes = ItemModes()
+        #expect(modes.isEmpty && modes.count == 0)
+        for mode: LoopMode in ["a", "b", "a", "c", "b"] { modes.insert(mode) }
+        #expect(Array(modes) == ["a", "b", "c"])
+        modes.remove("a")
+        #expect(Array(modes) == ["b", "c"] && modes.count == 2)
+        modes.remove("c")
+        modes.remove("x")
+        #expect(Array(modes) == ["b"])
+        modes.remove("b")
+        #expect(modes.isEmpty && Array(modes).isEmpty)
+    }
+
     @Test func commonTimerFiresInEveryCommonMode() throws {
         let loop = ThreadLoop.current
         let fired = Counter()

@@ -30,7 +30,7 @@ public final class DescriptorSource: Sendable {
     /// What it is watched for.
     public let events: DescriptorEvents
     let handler: @Sendable (DescriptorSource, DescriptorEvents) -> Void
-    let attachment = AttachmentLock()
+    let attachment = AttachmentLock(Attachment())
     let token: UInt64
 
     private static let tokens = Atomic<UInt64>(1)

@@ -7,7 +7,7 @@ struct Attachment {
     weak var loop: ThreadLoop?
     var isValid = true
     /// The real modes (never `common`) the item is in on its loop. Loop thread only.
-    var modes: Set<LoopMode> = []
+    var modes = ItemModes()
     /// A descriptor source's descriptor is registered with the loop's poller.
     var registered = false
 
@@ -28,11 +28,48 @@ struct Attachment {
 
 /// The lock around an item's `Attachment`, shared by reference so every kind of item
 /// can hand it to the loop the same way.
-final class AttachmentLock: Sendable {
-    private let state = Locked(Attachment())
+typealias AttachmentLock = Locked<Attachment>
 
-    func withLock<R, E: Error>(_ body: (inout Attachment) throws(E) -> R) throws(E) -> R {
-        try state.withLock { (a) throws(E) -> R in try body(&a) }
+/// The real modes an item is in: most items are in one, which is held inline (no set to
+/// make and no name to hash when a source is added or removed); more go in an array.
+struct ItemModes: Sequence {
+    private var first: LoopMode?
+    private var others: [LoopMode] = []
+
+    var isEmpty: Bool { first == nil }
+    var count: Int { first == nil ? 0 : 1 + others.count }
+
+    /// Adds `mode` if it is not here yet.
+    mutating func insert(_ mode: LoopMode) {
+        guard let first else { return self.first = mode }
+        if first != mode && !others.contains(mode) { others.append(mode) }
+    }
+
+    /// Removes `mode` if it is here.
+    mutating func remove(_ mode: LoopMode) {
+        if first == mode {
+            first = others.isEmpty ? nil : others.removeFirst()
+        } else if let index = others.firstIndex(of: mode) {
+            others.remove(at: index)
+        }
+    }
+
+    /// The modes, the earliest first.
+    func makeIterator() -> Iterator { Iterator(first: first, others: others.makeIterator()) }
+
+    /// Walks the inline mode, then the others.
+    struct Iterator: IteratorProtocol {
+        var first: LoopMode?
+        var others: IndexingIterator<[LoopMode]>
+
+        /// The next mode, if any.
+        mutating func next() -> LoopMode? {
+            if let mode = first {
+                first = nil
+                return mode
+            }
+            return others.next()
+        }
     }
 }
 

@@ -12,7 +12,7 @@ public final class LoopObserver: Sendable {
     /// Lower orders are called first.
     public let order: Int
     let handler: @Sendable (LoopObserver, LoopActivity) -> Void
-    let attachment = AttachmentLock()
+    let attachment = AttachmentLock(Attachment())
 
     /// Makes an observer.
     /// - Parameters:

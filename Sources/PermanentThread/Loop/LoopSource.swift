@@ -13,7 +13,7 @@ public final class LoopSource: Sendable {
     let onPerform: @Sendable () -> Void
     let onCancel: (@Sendable (ThreadLoop, LoopMode) -> Void)?
     let signalled = Atomic<Bool>(false)
-    let attachment = AttachmentLock()
+    let attachment = AttachmentLock(Attachment())
 
     /// Makes a custom source.
     /// - Parameters:

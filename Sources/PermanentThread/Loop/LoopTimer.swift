@@ -12,7 +12,7 @@ public final class LoopTimer: Sendable {
     /// How late the loop may fire the timer, to share a wake-up with other timers.
     public let tolerance: Duration
     let handler: @Sendable (LoopTimer) -> Void
-    let attachment = AttachmentLock()
+    let attachment = AttachmentLock(Attachment())
     private let schedule: Locked<ContinuousClock.Instant>
 
     /// Makes a timer that first fires at `fireDate`.
