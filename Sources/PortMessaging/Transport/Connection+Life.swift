@@ -6,10 +6,12 @@ extension Connection {
 
     /// A connection's life: open (perhaps bound to a port's loop) until `close`, then
     /// closed, for good, with the reason its requests and close handlers are given. The
-    /// descriptors outlive `.open` until the last thread using them leaves (`gate`).
+    /// descriptors outlive `.open` until the last thread using them leaves (`gate`): the
+    /// closed state holds what releases them (given the descriptors read but not yet
+    /// delivered), run once by whoever leaves the gate last.
     enum Life {
         case open(Open)
-        case closed(PortError)
+        case closed(PortError, release: (@Sendable ([CInt]) -> Void)?)
 
         /// The binding, while open and bound: one retain, nothing copied (reading it is on
         /// every readable pass).
@@ -33,7 +35,7 @@ extension Connection {
         /// go of them while `change` runs); `nil` once closed.
         mutating func changeOpen<R>(_ change: (inout Open) -> R) -> R? {
             guard case .open(var open) = self else { return nil }
-            self = .closed(.invalidPort)
+            self = .closed(.invalidPort, release: nil)
             defer { self = .open(open) }
             return change(&open)
         }
@@ -69,7 +71,7 @@ extension Connection {
     func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
         let closedAlready = life.withLock { life -> PortError? in
             if life.changeOpen({ $0.closedHandlers.append(handler) }) != nil { return nil }
-            guard case .closed(let reason) = life else { return nil }
+            guard case .closed(let reason, _) = life else { return nil }
             return reason
         }
         if let closedAlready { handler(closedAlready) }
@@ -82,6 +84,7 @@ extension Connection {
     /// reused descriptor number is never deregistered or written to by mistake).
     func close(_ reason: PortError) {
         var waiters: [AsyncReply] = []
+        let medium = self.medium
         let taken = life.withLock { life -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
             guard case .open(let open) = life else { return nil }
             replies.withLock { table in
@@ -89,10 +92,18 @@ extension Connection {
                 waiters = table.asyncWaiters
             }
             // The port and its handler are let go here, under the lock, as the binding ends.
-            let result = (open.binding?.source, open.binding?.loop, open.closedHandlers, open.watchers)
-            life = .closed(reason)
+            let (source, loop) = (open.binding?.source, open.binding?.loop)
+            let finish: @Sendable ([CInt]) -> Void = { pending in
+                // Again, in case the last user was the loop's own thread, ahead of the block below.
+                source?.invalidate()
+                medium.closeDescriptors()
+                FileDescriptor.close(pending)
+            }
+            var releasing = finish
+            if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
+            life = .closed(reason, release: releasing)
             openFlag.store(false, ordering: .releasing)
-            return result
+            return (source, loop, open.closedHandlers, open.watchers)
         }
         guard let (source, loop, handlers, watchers) = taken else { return }
         replies.broadcast()
@@ -111,16 +122,6 @@ extension Connection {
         if let source {
             if let loop { Self.onLoopThread(loop) { source.invalidate() } } else { source.invalidate() }
         }
-        let medium = self.medium
-        let finish: @Sendable ([CInt]) -> Void = { pending in
-            // Again, in case the last user was the loop's own thread, ahead of the block above.
-            source?.invalidate()
-            medium.closeDescriptors()
-            FileDescriptor.close(pending)
-        }
-        var releasing = finish
-        if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
-        release.withLock { [releasing] in $0 = releasing }
         // Close the gate: the last user out, maybe this call, releases the descriptors. A
         // shutdown wakes any thread still in a call on the socket (a writer waiting for room,
         // a waiting reader) and ends the socket for the peer at once. It is left out only
@@ -136,7 +137,12 @@ extension Connection {
 
     /// Releases the descriptors, once: the connection is closed and no one uses them.
     func releaseDescriptors() {
-        guard let work = release.withLock({ $0.take() }) else { return }
+        let work = life.withLock { life -> (@Sendable ([CInt]) -> Void)? in
+            guard case .closed(let reason, let release?) = life else { return nil }
+            life = .closed(reason, release: nil)
+            return release
+        }
+        guard let work else { return }
         let pending = inbound.withLock { state in
             defer { state.descriptors = [] }
             return state.descriptors

@@ -48,16 +48,13 @@ final class Connection: Sendable {
     /// The users of the descriptors: every system call on them runs inside
     /// `withDescriptors`, and the last user out of a closed connection releases them.
     let gate = DescriptorGate()
-    /// What releases the descriptors (set by `close`, run once by whoever leaves the gate
-    /// last), given the descriptors read but not yet delivered.
-    let release = Locked<(@Sendable ([CInt]) -> Void)?>(nil)
     /// Bytes and descriptors read but not yet made into messages, and the buffer reads go
     /// into; held for the whole of a read, so reads on two threads cannot interleave.
     let inbound: Locked<Inbound>
     /// The requests in flight, their replies, and the reason every request without a reply
     /// gets once the connection has closed (the same reason as `life`'s).
     let replies = ConditionLock(RequestTable())
-    /// Open (and what it is bound to) or closed (and why).
+    /// Open (and what it is bound to) or closed (and why, and what releases the descriptors).
     let life = Locked(Life.open(.init()))
     /// Whether `life` is open, readable without the lock (every write checks it); cleared in
     /// `close` under `life`'s lock, after the reason is recorded.
@@ -163,8 +160,8 @@ final class Connection: Sendable {
     var closedError: PortError { replies.withLock { $0.failure } ?? .invalidPort }
 
     /// Runs `body`, which uses the descriptors, as a user of them; `nil` when the connection
-    /// is closed (nothing was called). Never call it holding `inbound`'s lock: the last
-    /// user out releases the descriptors, which takes that lock.
+    /// is closed (nothing was called). Never call it holding `inbound`'s or `life`'s lock:
+    /// the last user out releases the descriptors, which takes both.
     @inline(__always)
     func withDescriptors<R>(_ body: () -> R) -> R? {
         guard gate.enter() else { return nil }
