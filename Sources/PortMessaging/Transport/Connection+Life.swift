@@ -7,11 +7,10 @@ extension Connection {
     /// A connection's life: open (perhaps bound to a port's loop) until `close`, then
     /// closed, for good, with the reason its requests and close handlers are given. The
     /// descriptors outlive `.open` until the last thread using them leaves (`gate`): the
-    /// closed state holds what releases them (given the descriptors read but not yet
-    /// delivered), run once by whoever leaves the gate last.
+    /// closed state holds how to release them, taken once by whoever leaves the gate last.
     enum Life {
         case open(Open)
-        case closed(PortError, release: (@Sendable ([CInt]) -> Void)?)
+        case closed(PortError, release: Release?)
 
         /// The binding, while open and bound: one retain, nothing copied (reading it is on
         /// every readable pass).
@@ -49,6 +48,13 @@ extension Connection {
         var watchers: [Watcher] = []
     }
 
+    /// How to release a closed connection's descriptors: after removing the source that read
+    /// them, on the loop it was on (data, not a closure: nothing to allocate per close).
+    struct Release {
+        let source: DescriptorSource?
+        let loop: ThreadLoop?
+    }
+
     /// A connection bound to a receive port: the loop that reads it, through `source`, and
     /// the port's handler.
     final class Binding: Sendable {
@@ -84,7 +90,6 @@ extension Connection {
     /// reused descriptor number is never deregistered or written to by mistake).
     func close(_ reason: PortError) {
         var waiters: [AsyncReply] = []
-        let medium = self.medium
         let taken = life.withLock { life -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
             guard case .open(let open) = life else { return nil }
             replies.withLock { table in
@@ -93,15 +98,7 @@ extension Connection {
             }
             // The port and its handler are let go here, under the lock, as the binding ends.
             let (source, loop) = (open.binding?.source, open.binding?.loop)
-            let finish: @Sendable ([CInt]) -> Void = { pending in
-                // Again, in case the last user was the loop's own thread, ahead of the block below.
-                source?.invalidate()
-                medium.closeDescriptors()
-                FileDescriptor.close(pending)
-            }
-            var releasing = finish
-            if let loop { releasing = { pending in Self.onLoopThread(loop) { finish(pending) } } }
-            life = .closed(reason, release: releasing)
+            life = .closed(reason, release: Release(source: source, loop: loop))
             openFlag.store(false, ordering: .releasing)
             return (source, loop, open.closedHandlers, open.watchers)
         }
@@ -120,7 +117,7 @@ extension Connection {
             }
         }
         if let source {
-            if let loop { Self.onLoopThread(loop) { source.invalidate() } } else { source.invalidate() }
+            if let loop, !loop.isCurrent { Self.onLoopThread(loop) { source.invalidate() } } else { source.invalidate() }
         }
         // Close the gate: the last user out, maybe this call, releases the descriptors. A
         // shutdown wakes any thread still in a call on the socket (a writer waiting for room,
@@ -137,17 +134,31 @@ extension Connection {
 
     /// Releases the descriptors, once: the connection is closed and no one uses them.
     func releaseDescriptors() {
-        let work = life.withLock { life -> (@Sendable ([CInt]) -> Void)? in
+        let taken = life.withLock { life -> Release? in
             guard case .closed(let reason, let release?) = life else { return nil }
             life = .closed(reason, release: nil)
             return release
         }
-        guard let work else { return }
+        guard let taken else { return }
         let pending = inbound.withLock { state in
             defer { state.descriptors = [] }
             return state.descriptors
         }
-        work(pending)
+        let medium = self.medium
+        if let loop = taken.loop, !loop.isCurrent {
+            Self.onLoopThread(loop) { Self.release(medium, after: taken.source, pending: pending) }
+        } else {
+            Self.release(medium, after: taken.source, pending: pending)
+        }
+    }
+
+    /// Closes the descriptors of `medium` and the `pending` ones read with them, once
+    /// `source` is removed (again, in case the last user was the loop's own thread, ahead of
+    /// the removal `close` asked for).
+    private static func release(_ medium: Medium, after source: DescriptorSource?, pending: [CInt]) {
+        source?.invalidate()
+        medium.closeDescriptors()
+        FileDescriptor.close(pending)
     }
 
     /// Runs `work` on `loop`'s thread (now, if that is this thread; inline if the loop has
