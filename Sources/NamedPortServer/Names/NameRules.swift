@@ -26,14 +26,21 @@ public enum NameRules {
         let utf8 = name.utf8
         if utf8.isEmpty { return allowEmpty ? nil : .empty }
         if utf8.count > maxNameBytes { return .tooLong(bytes: utf8.count) }
-        // ASCII decides most names without looking at Unicode properties.
-        var onlyASCII = true
-        for byte in utf8 {
-            if byte < 0x20 || byte == 0x7F { return .controlCharacter }
-            if byte == UInt8(ascii: " ") { return .whitespace }
-            if byte == UInt8(ascii: "/") { return .slash }
-            if byte >= 0x80 { onlyASCII = false }
+        // ASCII decides most names without looking at Unicode properties; a native string's
+        // bytes are read in place (walking the UTF-8 view byte by byte costs several times
+        // more).
+        let scan = { (bytes: UnsafeBufferPointer<UInt8>) -> (NameServerError.InvalidNameReason?, Bool) in
+            var onlyASCII = true
+            for byte in bytes {
+                if byte < 0x20 || byte == 0x7F { return (.controlCharacter, false) }
+                if byte == UInt8(ascii: " ") { return (.whitespace, false) }
+                if byte == UInt8(ascii: "/") { return (.slash, false) }
+                if byte >= 0x80 { onlyASCII = false }
+            }
+            return (nil, onlyASCII)
         }
+        let (asciiProblem, onlyASCII) = utf8.withContiguousStorageIfAvailable(scan) ?? ContiguousArray(utf8).withUnsafeBufferPointer(scan)
+        if let asciiProblem { return asciiProblem }
         if onlyASCII { return nil }
         for scalar in name.unicodeScalars where scalar.value >= 0x80 {
             // C1 controls (U+0080–U+009F) before whitespace: U+0085 is both.
