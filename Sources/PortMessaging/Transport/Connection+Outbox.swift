@@ -18,7 +18,19 @@ extension Connection {
     }
 
     /// The queue, made the first time a write queues (most connections never do).
-    var outbox: Locked<Outbox> { outboxStorage.load() ?? outboxStorage.storeIfNil(Locked(Outbox())) }
+    var outbox: Locked<Outbox> {
+        if let made = existingOutbox { return made }
+        let made = outboxStorage.storeIfNil(Locked(Outbox()))
+        outboxMade.store(true, ordering: .releasing)
+        return made
+    }
+
+    /// The queue, if a write ever made it. Asks the flag first: `AtomicLazyReference.load`
+    /// is not specialized across modules (a generic metadata lookup per call), and every
+    /// close asks.
+    var existingOutbox: Locked<Outbox>? {
+        outboxMade.load(ordering: .acquiring) ? outboxStorage.load() : nil
+    }
 
     /// The rest of one frame: its bytes not yet written, and the descriptors that go with
     /// its first byte (duplicates, owned here) if that byte is still to go.
@@ -128,12 +140,12 @@ extension Connection {
 
     /// Whether a source watches for room (on a duplicate of the descriptor).
     var isWatchingForRoom: Bool {
-        outboxStorage.load()?.withLock { $0.source != nil } ?? false
+        existingOutbox?.withLock { $0.source != nil } ?? false
     }
 
     /// Removes the source of an empty queue.
     private func stopWatchingForRoom() {
-        guard let outbox = outboxStorage.load() else { return }
+        guard let outbox = existingOutbox else { return }
         let taken = outbox.withLock { outbox -> (DescriptorSource, FileDescriptor?, ThreadLoop?)? in
             guard let source = outbox.source else { return nil }
             defer { outbox.source = nil; outbox.watched = nil; outbox.loop = nil }
@@ -149,7 +161,7 @@ extension Connection {
 
     /// Drops what is queued (the connection closed: no one will read it) and its source.
     func discardQueued() {
-        guard let outbox = outboxStorage.load() else { return }
+        guard let outbox = existingOutbox else { return }
         let dropped = outbox.withLock { outbox -> [QueuedFrame] in
             defer { outbox.frames = [] }
             return outbox.frames

@@ -42,6 +42,8 @@ final class Connection: Sendable {
     /// What loop threads wrote and the socket has not taken yet (`Connection+Outbox`), and
     /// how many bytes that is (read by every write, so an atomic).
     let outboxStorage = AtomicLazyReference<Locked<Outbox>>()
+    /// Whether `outboxStorage` holds the queue (set once, after it is stored).
+    let outboxMade = Atomic<Bool>(false)
     let queuedBytes = Atomic<Int>(0)
     /// The most bytes that queue (`ReceivePort.maxQueuedBytes` for a port's connections).
     let queueLimit = Atomic<Int>(ReceivePort.defaultMaxQueuedBytes)
