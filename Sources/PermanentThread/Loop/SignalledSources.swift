@@ -108,7 +108,9 @@ final class SignalledSources {
         if batchNext < batch.count {
             for index in batchNext..<batch.count { waiting.append(batch[index].source) }
         }
-        batch.removeAll(keepingCapacity: true)
+        // Asked at least twice a pass, mostly of an empty batch: emptying an empty array
+        // still runs the general range replacement.
+        if !batch.isEmpty { batch.removeAll(keepingCapacity: true) }
         batchNext = 0
     }
 }
