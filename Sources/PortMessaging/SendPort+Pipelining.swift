@@ -72,7 +72,7 @@ extension SendPort {
         let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
-            let slot = try Self.enqueueLocalRequest(message, on: port, deadline: sendDeadline)
+            let slot = try Self.enqueueLocalRequest(message, on: port) { sendDeadline }
             return SentRequest(local: slot, port: port, sent: .now)
         case .connection(let connection):
             let sequence = connection.beginRequest()

@@ -124,14 +124,15 @@ public final class SendPort: Sendable {
         _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
     ) throws(PortError) -> Message {
         try checkValid()
-        // One clock reading for both deadlines, unless sending had to wait.
-        let start = ContinuousClock.now
-        let sendDeadline = sendTimeout.map { start + $0 }
         switch route {
         case .local(let port):
-            let slot = try Self.enqueueLocalRequest(message, on: port, deadline: sendDeadline)
+            // The clock is read for the send deadline only if the queue is full.
+            let slot = try Self.enqueueLocalRequest(message, on: port) { sendTimeout.map { ContinuousClock.now + $0 } }
             return try Self.awaitLocalReply(slot, from: port, until: receiveTimeout.map { ContinuousClock.now + $0 })
         case .connection(let connection):
+            // One clock reading for both deadlines, unless sending had to wait.
+            let start = ContinuousClock.now
+            let sendDeadline = sendTimeout.map { start + $0 }
             // Any number in flight per connection: each reply is matched by its sequence number.
             let sequence = connection.beginRequest()
             defer { connection.endRequest(sequence) }
@@ -142,13 +143,13 @@ public final class SendPort: Sendable {
         }
     }
 
-    /// Queues an in-process request for `port`, waiting for room until `deadline`; the slot
-    /// its reply comes to.
+    /// Queues an in-process request for `port`, waiting for room until the deadline
+    /// `deadline` gives (asked only if the queue is full); the slot its reply comes to.
     static func enqueueLocalRequest(
-        _ message: Message, on port: ReceivePort, deadline: ContinuousClock.Instant?
+        _ message: Message, on port: ReceivePort, deadline: () -> ContinuousClock.Instant?
     ) throws(PortError) -> ReplySlot {
         let slot = ReplySlot()
-        try port.enqueue(.init(message: try localCopy(of: message, limit: port.maxMessageBytes), reply: slot), deadline: deadline)
+        try port.enqueue(.init(message: try localCopy(of: message, limit: port.maxMessageBytes), reply: slot), timeout: deadline)
         return slot
     }
 
