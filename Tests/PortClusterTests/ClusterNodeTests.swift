@@ -35,6 +35,8 @@ struct ClusterNodeTests {
         #expect(eventually(timeout: .seconds(30)) { b.owner(of: "db") == nil })
         #expect(b.publish("db", owner: ClusterOwner(node: "b", pid: 22)) == .published)
         #expect(eventually(timeout: .seconds(30)) { a.owner(of: "db")?.node == "b" && b.owner(of: "db")?.node == "b" })
+        // The event follows the mirror's change, from the node's thread: wait for it.
+        #expect(eventually(timeout: .seconds(30)) { changes(bEvents, of: "db").count >= 3 })
         #expect(changes(bEvents, of: "db") == ["a", "-", "b"])
         a.close()
         b.close()
@@ -53,6 +55,7 @@ struct ClusterNodeTests {
         // Nothing revoked the lease: the names go when it expires, a few seconds on.
         #expect(eventually(timeout: .seconds(60)) { b.owner(of: "x") == nil })
         // What a node finds when it connects is reported too: the owner, then its end.
+        #expect(eventually(timeout: .seconds(30)) { changes(bEvents, of: "x").count >= 2 })
         #expect(changes(bEvents, of: "x") == ["doomed", "-"])
         #expect(b.publish("x", owner: ClusterOwner(node: "b", pid: 22)) == .published)
         b.close()
