@@ -39,7 +39,8 @@ public enum NameRules {
             }
             return (nil, onlyASCII)
         }
-        let (asciiProblem, onlyASCII) = utf8.withContiguousStorageIfAvailable(scan) ?? ContiguousArray(utf8).withUnsafeBufferPointer(scan)
+        let (asciiProblem, onlyASCII) =
+            utf8.withContiguousStorageIfAvailable(scan) ?? ContiguousArray(utf8).withUnsafeBufferPointer(scan)
         if let asciiProblem { return asciiProblem }
         if onlyASCII { return nil }
         for scalar in name.unicodeScalars where scalar.value >= 0x80 {

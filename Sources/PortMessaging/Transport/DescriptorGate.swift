@@ -6,8 +6,9 @@ import Synchronization
 ///
 /// Every system call on the descriptors runs between `enter()` and `leave()`. Closing does
 /// not wait for those users: the last one out of a closed gate releases the descriptors (the
-/// closer is a user itself, so one always leaves after the close). The state is one word, `2 × users + closed`, so
-/// exactly one caller sees it become "closed, no user" and releases, whatever the race.
+/// closer is a user itself, so one always leaves after the close). The state is one word,
+/// `2 × users + closed`, so exactly one caller sees it become "closed, no user" and
+/// releases, whatever the race.
 struct DescriptorGate: ~Copyable {
     private let state = Atomic<Int>(0)
 
