@@ -1,3 +1,4 @@
+import CPortKitSystem
 import Foundation
 import Glibc
 import PermanentThread
@@ -21,20 +22,6 @@ struct ConnectionCloseTests {
             if count < 0 && errno != EAGAIN && errno != EINTR { return false }
         }
         return false
-    }
-
-    /// The calling thread's kernel id (`/proc/thread-self` links to `PID/task/TID`).
-    private func threadID() -> pid_t? {
-        guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self") else { return nil }
-        return link.split(separator: "/").last.flatMap { pid_t($0) }
-    }
-
-    /// Whether the thread `id` of this process is asleep in the kernel (state `S`).
-    private func isAsleep(thread id: pid_t) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/self/task/\(id)/stat", encoding: .utf8),
-            let end = stat.lastIndex(of: ")")
-        else { return false }
-        return stat[stat.index(end, offsetBy: 2)...].hasPrefix("S")
     }
 
     /// A send port read by no loop, invalidated on the thread that used it: the peer reads
@@ -71,17 +58,17 @@ struct ConnectionCloseTests {
         #expect(try readsTheEnd(of: mine))
     }
 
-    /// A thread waiting for room to write (its peer reads nothing) is woken by the port's
-    /// invalidation on another thread: its send fails at once as invalid, not when its send
+    /// A thread waiting for room to write (its peer reads nothing) is woken by the send
+    /// port's invalidation on another thread: its send fails at once as invalid, not when its send
     /// timeout passes.
     @Test func invalidatingASendPortWakesTheThreadWaitingForRoom() throws {
         let (mine, theirs) = try Connection.makeSocketPair()
         defer { try? theirs.close() }
         let sender = SendPort(connection: Connection(.socket(mine)))
         let outcome = Locked<Result<Void, PortError>?>(nil)
-        let writerID = Locked<pid_t?>(nil)
+        let writerID = Locked<Int32?>(nil)
         let writer = Thread {
-            writerID.withLock { $0 = threadID() }
+            writerID.withLock { $0 = portkit_gettid() }
             let big = Message(id: 3, bytes: [UInt8](repeating: 1, count: 4 << 20))
             let result = Result { () throws(PortError) in
                 // More than the socket holds: the write waits for room that never comes.
@@ -92,7 +79,7 @@ struct ConnectionCloseTests {
         writer.start()
         let id = try #require(eventually { writerID.withLock { $0 } != nil } ? writerID.withLock { $0 } : nil)
         // Asleep with nothing read: waiting for room (a socket buffer holds far less).
-        #expect(eventually { isAsleep(thread: id) })
+        #expect(eventually { schedulerState(ofThread: id) == "S" })
         sender.invalidate()
         #expect(eventually(timeout: .seconds(60)) { outcome.withLock { $0 } != nil })
         let result = outcome.withLock { $0 }
