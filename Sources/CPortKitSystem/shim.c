@@ -185,6 +185,27 @@ int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout
     return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout, NULL, 0);
 }
 
+int64_t portkit_futex_deadline(int64_t timeout_ns) {
+    if (timeout_ns < 0) return -1;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t now_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    // Past about 292 years from boot: no deadline.
+    return timeout_ns > INT64_MAX - now_ns ? -1 : now_ns + timeout_ns;
+}
+
+int portkit_futex_wait_while_until(uint32_t *word, uint32_t value, int64_t deadline_ns) {
+    struct timespec absolute, *timeout = NULL;
+    if (deadline_ns >= 0) {
+        absolute.tv_sec = (time_t)(deadline_ns / 1000000000);
+        absolute.tv_nsec = (long)(deadline_ns % 1000000000);
+        timeout = &absolute;
+    }
+    // Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's absolute time is CLOCK_MONOTONIC's.
+    long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, value, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
+    return result < 0 && errno == ETIMEDOUT ? 1 : 0;
+}
+
 void portkit_futex_wake_one(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0); }
 
 #include <sched.h>

@@ -39,6 +39,10 @@ public final class ReceivePort: Sendable {
     let state = Locked(State())
     let checkIns = ConditionLock<[SendPort]>([])
     let checkInsToHandler = Atomic<Bool>(false)
+    /// The `identity` of the loop the port is scheduled on, 0 until it is (a port is
+    /// scheduled once, and its schedule keeps the loop alive): `loopIfCurrent`'s usual
+    /// answer, no, without the state's lock.
+    private let scheduledLoopIdentity = Atomic<UInt>(0)
 
     /// A message moved in-process, with where its reply goes (for a request).
     struct Envelope {
@@ -168,6 +172,7 @@ public final class ReceivePort: Sendable {
             state.schedule = Schedule(loop: loop, modes: modes, handler: handler, source: source)
             return (Array(state.connections.values), state.listener)
         }
+        scheduledLoopIdentity.store(UInt(bitPattern: loop.identity), ordering: .releasing)
         do {
             for mode in modes { try loop.add(source, forMode: mode) }
         } catch {
@@ -329,13 +334,15 @@ public final class ReceivePort: Sendable {
                 batch.removeAll(keepingCapacity: true)
                 return
             }
+            // Each envelope read in place: a copy would retain and release each of its parts.
             for index in batch.indices {
-                let envelope = batch[index]
-                if envelope.isCheckIn {
-                    if let port = envelope.message.replyPort { checkedIn(port, id: envelope.message.id, sender: .thisProcess, handler: handler) }
+                if batch[index].isCheckIn {
+                    if let port = batch[index].message.replyPort {
+                        checkedIn(port, id: batch[index].message.id, sender: .thisProcess, handler: handler)
+                    }
                     continue
                 }
-                handler.handle(envelope.message, answer: envelope.reply.map { .local($0) })
+                handler.handle(batch[index].message, answer: batch[index].reply.map { .local($0) })
             }
             batch.removeAll(keepingCapacity: true)
         }
@@ -343,8 +350,9 @@ public final class ReceivePort: Sendable {
 
     /// The loop and mode of a scheduled port, if its loop is the calling thread's.
     var loopIfCurrent: (ThreadLoop, LoopMode)? {
-        // Decided under the lock, so the usual answer (another thread's loop) copies nothing
-        // out of the schedule: a copy retains and releases each of its parts.
+        // The usual answer (another thread's loop, or none yet) from the atomic alone.
+        let scheduled = scheduledLoopIdentity.load(ordering: .acquiring)
+        guard scheduled != 0, UInt(bitPattern: ThreadLoop.currentIdentity) == scheduled else { return nil }
         let found = state.withLock { state -> (ThreadLoop, LoopMode?)? in
             guard state.schedule?.loop.isCurrent ?? false, let schedule = state.schedule else { return nil }
             return (schedule.loop, schedule.modes.first)

@@ -27,7 +27,7 @@ extension SendPort {
     ///   `.receiveTimedOut`, `.noReply`, `.peerDied`, `.invalidPort`, `.messageTooLarge`;
     ///   `.system` when the shared reply thread cannot be started.
     public func request(
-        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
+        _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout
     ) async throws(PortError) -> Message {
         if Task.isCancelled { throw .cancelled }
         try checkValid()

@@ -25,7 +25,7 @@ extension SendPort {
     ///   `.sendTimedOut`, `.peerDied`, `.invalidPort`, `.messageTooLarge`,
     ///   `.cannotCrossHosts`; `.system` when the shared reply thread cannot be started.
     public func request(
-        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10),
+        _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout,
         completion: @escaping @Sendable (Result<Message, PortError>) -> Void
     ) throws(PortError) {
         try checkValid()

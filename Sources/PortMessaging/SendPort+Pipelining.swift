@@ -32,10 +32,9 @@ package struct SentRequest: Sendable {
     /// `abandon`ed).
     /// - Throws: `.receiveTimedOut`, `.peerDied`, `.invalidPort`, `.noReply`.
     package func reply(timeout: Duration?) throws(PortError) -> Message {
-        let deadline = timeout.map { sent + $0 }
         switch route {
         case .local(let slot, let port):
-            return try SendPort.awaitLocalReply(slot, from: port, until: deadline)
+            return try SendPort.awaitLocalReply(slot, from: port, timeout: timeout.map { sent + $0 - .now })
         case .connection(let connection, let sequence):
             do {
                 let reply = try connection.awaitReply(sequence, sent: sent, timeout: timeout)
@@ -66,7 +65,7 @@ extension SendPort {
     /// `SentRequest` collects it. Sending is as `request(_:sendTimeout:receiveTimeout:)`'s.
     /// - Throws: when the request could not be sent: `.sendTimedOut`, `.peerDied`,
     ///   `.invalidPort`, `.messageTooLarge`, `.cannotCrossHosts`.
-    package func send(request message: Message, sendTimeout: Duration? = .seconds(10)) throws(PortError) -> SentRequest {
+    package func send(request message: Message, sendTimeout: Duration? = SendPort.defaultTimeout) throws(PortError) -> SentRequest {
         try checkValid()
         let start = ContinuousClock.now
         let sendDeadline = sendTimeout.map { start + $0 }

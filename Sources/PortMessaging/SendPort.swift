@@ -10,6 +10,10 @@ import Synchronization
 /// `invalidPort`, `messageTooLarge`). A send port can travel inside a message, to a thread
 /// or another process, which can then send to the same receive port directly.
 public final class SendPort: Sendable {
+    /// How long a request waits for room to be sent, and then for its reply, unless its
+    /// caller says otherwise: 10 seconds.
+    public static let defaultTimeout: Duration = .seconds(10)
+
     enum Route: Sendable {
         case local(ReceivePort)
         case connection(Connection)
@@ -121,14 +125,14 @@ public final class SendPort: Sendable {
     ///   `.peerDied` (the peer went away, before or while waiting), `.invalidPort`,
     ///   `.messageTooLarge`.
     public func request(
-        _ message: Message, sendTimeout: Duration? = .seconds(10), receiveTimeout: Duration? = .seconds(10)
+        _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout
     ) throws(PortError) -> Message {
         try checkValid()
         switch route {
         case .local(let port):
             // The clock is read for the send deadline only if the queue is full.
             let slot = try Self.enqueueLocalRequest(message, on: port) { sendTimeout.map { ContinuousClock.now + $0 } }
-            return try Self.awaitLocalReply(slot, from: port, until: receiveTimeout.map { ContinuousClock.now + $0 })
+            return try Self.awaitLocalReply(slot, from: port, timeout: receiveTimeout)
         case .connection(let connection):
             // One clock reading for both deadlines, unless sending had to wait.
             let start = ContinuousClock.now
@@ -153,15 +157,19 @@ public final class SendPort: Sendable {
         return slot
     }
 
-    /// Waits until `deadline` for the reply an in-process request's `slot` gets from `port`.
-    static func awaitLocalReply(_ slot: ReplySlot, from port: ReceivePort, until deadline: ContinuousClock.Instant?) throws(PortError) -> Message {
+    /// Waits for at most `timeout` (`nil`: as long as it takes) for the reply an in-process
+    /// request's `slot` gets from `port`.
+    static func awaitLocalReply(_ slot: ReplySlot, from port: ReceivePort, timeout: Duration?) throws(PortError) -> Message {
         if let (loop, mode) = port.loopIfCurrent {
             // The receiver runs on this very thread: run its loop until the reply is in.
+            let deadline = timeout.map { ContinuousClock.now + $0 }
             while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
                 _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
             }
+            guard let result = slot.result else { throw .receiveTimedOut }
+            return try result.get()
         }
-        guard let result = slot.wait(until: deadline) else { throw .receiveTimedOut }
+        guard let result = slot.wait(timeout: timeout) else { throw .receiveTimedOut }
         return try result.get()
     }
 

@@ -97,6 +97,14 @@ bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t d
 /// FUTEX_WAIT_PRIVATE. Returns 0 when woken, -1 with errno (EAGAIN when *word was not value,
 /// EINTR, ETIMEDOUT when the time ran out) otherwise. Any return may be spurious.
 int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns);
+/// The deadline timeout_ns nanoseconds from now on CLOCK_MONOTONIC, in nanoseconds (negative
+/// timeout_ns: -1, no deadline), for `portkit_futex_wait_while_until`.
+int64_t portkit_futex_deadline(int64_t timeout_ns);
+/// Sleeps while *word is value, until the CLOCK_MONOTONIC time deadline_ns (negative: for
+/// ever): FUTEX_WAIT_BITSET_PRIVATE with an absolute time, so a wait woken early and
+/// repeated keeps its deadline with no clock reading. Returns 1 once the deadline has
+/// passed, 0 otherwise (woken, *word not value, a signal: any of them may be spurious).
+int portkit_futex_wait_while_until(uint32_t *word, uint32_t value, int64_t deadline_ns);
 /// Wakes one thread sleeping on *word: FUTEX_WAKE_PRIVATE.
 void portkit_futex_wake_one(uint32_t *word);
 /// How many CPUs the calling thread may run on (sched_getaffinity); 1 if it cannot tell.

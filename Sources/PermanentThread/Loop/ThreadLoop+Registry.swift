@@ -44,8 +44,16 @@ extension ThreadLoop {
 
     /// Whether the calling thread is this loop's thread.
     public var isCurrent: Bool {
-        pthread_getspecific(loopKey) == Unmanaged.passUnretained(self).toOpaque()
+        pthread_getspecific(loopKey) == identity
     }
+
+    /// The loop's address, which names it while it lives: what another module keeps in an
+    /// atomic to tell whether a loop is the calling thread's (`currentIdentity`) with no
+    /// lock and no reference counting.
+    package var identity: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// The `identity` of the calling thread's loop, `nil` when it has none. Never makes a loop.
+    package static var currentIdentity: UnsafeMutableRawPointer? { pthread_getspecific(loopKey) }
 
     private static var isMainThread: Bool { getpid() == portkit_gettid() }
 

@@ -45,20 +45,22 @@ package struct DoneWord: @unchecked Sendable {
         if portkit_word_exchange(word, State.done) == State.sleeping { portkit_futex_wake_one(word) }
     }
 
-    /// Waits until the word is done, or `deadline` passes (`nil`: no deadline); whether it
+    /// Waits until the word is done, or for at most `timeout` (`nil`: no limit); whether it
     /// is done. One thread waits on a word at a time.
-    package func wait(until deadline: ContinuousClock.Instant?) -> Bool {
+    ///
+    /// The time limit becomes a deadline on the monotonic clock in C, read once, and the
+    /// futex waits to it: no `ContinuousClock` reading and no `Duration` arithmetic (128-bit,
+    /// a few hundred instructions a wait) per sleep.
+    package func wait(timeout: Duration?) -> Bool {
+        if portkit_word_load(word) == State.done { return true }
+        let deadline = timeout.map { portkit_futex_deadline(futexNanoseconds($0)) } ?? -1
         while true {
             let now = portkit_word_load(word)
             if now == State.done { return true }
             if now == State.pending && !portkit_word_compare_exchange(word, State.pending, State.sleeping) { continue }
-            var timeout: Int64 = -1
-            if let deadline {
-                let left = deadline - .now
-                if left <= .zero { return false }
-                timeout = futexNanoseconds(left)
+            if portkit_futex_wait_while_until(word, State.sleeping, deadline) == 1 {
+                return portkit_word_load(word) == State.done
             }
-            _ = portkit_futex_wait_while_for(word, State.sleeping, timeout)
         }
     }
 }

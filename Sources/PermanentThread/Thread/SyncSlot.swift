@@ -85,7 +85,7 @@ final class SyncSlot: @unchecked Sendable {
     private func waitUntilDone() {
         let start = Self.nanoseconds()
         if spin(from: start) { return }
-        _ = word.wait(until: nil)
+        _ = word.wait(timeout: nil)
         adapt(took: Self.nanoseconds() - start)
     }
 

@@ -48,9 +48,9 @@ final class ReplySlot: @unchecked Sendable {
     /// The result, once there is one.
     var result: Result<Message, PortError>? { done.isDone ? stored : nil }
 
-    /// Waits until the result is in or `deadline` passes (`nil`: no deadline); the result,
+    /// Waits until the result is in, for at most `timeout` (`nil`: no limit); the result,
     /// or `nil` on time-out. One thread waits on a slot: its requester.
-    func wait(until deadline: ContinuousClock.Instant?) -> Result<Message, PortError>? {
-        done.wait(until: deadline) ? stored : nil
+    func wait(timeout: Duration?) -> Result<Message, PortError>? {
+        done.wait(timeout: timeout) ? stored : nil
     }
 }
