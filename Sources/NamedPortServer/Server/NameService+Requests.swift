@@ -247,8 +247,7 @@ extension NameService {
 
     /// A registered port died: its name goes, and its watchers are told.
     func channelDied(_ channel: SendPort, name: String) {
-        guard let holder = table.holder(of: name), holder.channel === channel,
-              let released = try? table.unregister(name, client: holder.client) else { return }
+        guard let released = table.unregister(name, where: { $0.channel === channel }) else { return }
         notifyWatchers(.vanished, released.owner)
     }
 

@@ -209,9 +209,13 @@ final class NameService: @unchecked Sendable {
     /// which the watcher sees as its watch's end, never as a gap.
     func notifyWatchers(_ notice: NameNotice, _ owner: NameOwner) {
         statistics.report(notice == .appeared ? .nameRegistered(owner) : .nameReleased(owner))
-        if notice == .vanished, clusterScoped.remove(owner.name) != nil { directory?.withdraw(owner) }
+        // Each set asked only when it holds something: a name's hash is not free, and a
+        // server outside a cluster has neither.
+        if notice == .vanished, !clusterScoped.isEmpty, clusterScoped.remove(owner.name) != nil {
+            directory?.withdraw(owner)
+        }
         // A name another node holds shows as this host's while a client here holds it.
-        let elsewhere = otherNodes[owner.name].map { otherNodeOwner(owner.name, $0) }
+        let elsewhere = otherNodes.isEmpty ? nil : otherNodes[owner.name].map { otherNodeOwner(owner.name, $0) }
         if notice == .appeared, let elsewhere { tell(.vanished, elsewhere, otherNodesOnly: true) }
         tell(notice, owner)
         if notice == .vanished, let elsewhere { tell(.appeared, elsewhere, otherNodesOnly: true) }

@@ -80,10 +80,21 @@ struct NameTable<Channel, Waiting> {
 
     /// Releases `name`, which `client` must hold; returns its holder.
     mutating func unregister(_ name: String, client: UInt64) throws(NameServerError) -> Holder {
-        guard let holder = holders[name] else { throw .notFound(name: name) }
+        // Found once by its index: a name is hashed once to find it and take it out.
+        guard let index = holders.index(forKey: name) else { throw .notFound(name: name) }
+        let holder = holders.values[index]
         guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
-        holders[name] = nil
+        holders.remove(at: index)
         holdings[client]?.names.remove(name)
+        return holder
+    }
+
+    /// Releases `name` if its holder passes `check` (the name of a port that died, if the
+    /// port is still the one held); its holder, or `nil` when nothing was released.
+    mutating func unregister(_ name: String, where check: (Holder) -> Bool) -> Holder? {
+        guard let index = holders.index(forKey: name), check(holders.values[index]) else { return nil }
+        let holder = holders.remove(at: index).value
+        holdings[holder.client]?.names.remove(name)
         return holder
     }
 
