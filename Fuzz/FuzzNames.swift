@@ -72,9 +72,10 @@ public func fuzzNames(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     return 0
 }
 
-/// Requests built from bytes: per request [operation][field count], then per field a
-/// length byte and that many bytes (0xFF: a port, sent with a socket; 0xFE: the next 8
-/// bytes as an integer). Always preceded by a hello, so the server takes later versions.
+/// Requests built from bytes: per request [operation][field count] (the operations, and
+/// 0 and 11, which are none), then per field a length byte and that many bytes (0xFF: a
+/// port, sent with a socket; 0xFE: the next 8 bytes as an integer). Always preceded by a
+/// hello, so the server takes later versions.
 private func requests(from bytes: ArraySlice<UInt8>) -> [UInt8] {
     let version = withUnsafeBytes(of: nameProtocolVersion.littleEndian) { Array($0) }
     var stream = (try? WireCodec.encode(WireMessage(
@@ -98,7 +99,7 @@ private func requests(from bytes: ArraySlice<UInt8>) -> [UInt8] {
                 rest = rest.dropFirst(Int(length))
             }
         }
-        let message = WireMessage(kind: .request, id: UInt32(operation % 10), sequence: sequence, components: components)
+        let message = WireMessage(kind: .request, id: UInt32(operation % 12), sequence: sequence, components: components)
         sequence += 1
         if let frame = try? WireCodec.encode(message) { stream += frame }
     }

@@ -18,7 +18,7 @@ struct ManyNamesTests {
         let server = try SpawnedProcess.helper("names-server", [directory.address, "--max-names", "\(count + 10)"])
         defer { server.kill() }
         #expect(try server.readLine() == "listening on \(directory.address)")
-        // One port for every name: each registration is one more connection into it.
+        // One port for every name, which the names after the first name the first by.
         let owner = try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
         let port = ReceivePort()
         defer { port.invalidate() }

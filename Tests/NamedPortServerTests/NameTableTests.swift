@@ -5,7 +5,13 @@ import Testing
 /// with no socket, loop or clock.
 @Suite("Names: the server's table")
 struct NameTableTests {
-    typealias Table = NameTable<String, String>
+    typealias Table = NameTable<Channel, String>
+
+    /// A registration's channel, named for the test.
+    final class Channel {
+        let label: String
+        init(_ label: String) { self.label = label }
+    }
 
     static func owner(_ name: String, pid: Int32 = 10) -> NameOwner { NameOwner(name: name, pid: pid, uid: 1000) }
 
@@ -15,16 +21,17 @@ struct NameTableTests {
 
     @Test func aNameBelongsToTheClientThatRegisteredIt() throws {
         var table = Self.table()
-        try table.register(Self.owner("db", pid: 10), client: 1, channel: "channel-1")
+        try table.register(Self.owner("db", pid: 10), client: 1, channel: Channel("channel-1"))
         #expect(table.holder(of: "db")?.client == 1)
-        #expect(table.holder(of: "db")?.channel == "channel-1")
+        #expect(table.holder(of: "db")?.channel?.label == "channel-1")
         #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: 10)) {
             try table.register(Self.owner("db", pid: 20), client: 2, channel: nil)
         }
         #expect(throws: NameServerError.notOwner(name: "db", ownerPID: 10)) { _ = try table.unregister("db", client: 2) }
         #expect(throws: NameServerError.notFound(name: "web")) { _ = try table.unregister("web", client: 1) }
         let released = try table.unregister("db", client: 1)
-        #expect(released.owner == Self.owner("db", pid: 10))
+        #expect(released.holder.owner == Self.owner("db", pid: 10))
+        #expect(released.channelFreed)
         #expect(table.holder(of: "db") == nil)
         #expect(!table.holdsSomething(1))
     }
@@ -80,7 +87,7 @@ struct NameTableTests {
 
     @Test func aClientsEndReleasesItsNamesInNameOrderAndEverythingElseItHeld() throws {
         var table = Self.table()
-        for name in ["c", "a", "b"] { try table.register(Self.owner(name), client: 1, channel: "ch-\(name)") }
+        for name in ["c", "a", "b"] { try table.register(Self.owner(name), client: 1, channel: Channel("ch-\(name)")) }
         try table.register(Self.owner("kept"), client: 2, channel: nil)
         _ = try table.watch(1, client: 1, filter: WatchFilter(text: "", exact: false))
         _ = try table.addWaiter(for: "missing", client: 1, "waits")
@@ -89,12 +96,52 @@ struct NameTableTests {
 
         let released = table.release(client: 1)
         #expect(released.holders.map(\.owner.name) == ["a", "b", "c"])
-        #expect(released.holders.map(\.channel) == ["ch-a", "ch-b", "ch-c"])
+        #expect(released.holders.map(\.channel?.label) == ["ch-a", "ch-b", "ch-c"])
         #expect(released.waiters.map(\.waiting) == ["waits"])
         #expect(!table.holdsSomething(1))
         #expect(table.owners.map(\.name) == ["kept"])
         #expect(table.watchers(of: "anything") == [WatchKey(connectionID: 2, watchID: 1)])
         #expect(table.waiterCount == 0)
         #expect(table.release(client: 1).holders.isEmpty)
+    }
+
+    @Test func aChannelHoldsSeveralNamesOfItsClientAndIsFreedWithTheLast() throws {
+        var table = Self.table()
+        let shared = Channel("shared")
+        try table.register(Self.owner("a"), client: 1, channel: shared)
+        #expect(try table.channel(of: "a", heldBy: 1) === shared)
+        #expect(throws: NameServerError.notOwner(name: "a", ownerPID: 10)) { _ = try table.channel(of: "a", heldBy: 2) }
+        #expect(throws: NameServerError.notFound(name: "z")) { _ = try table.channel(of: "z", heldBy: 1) }
+        try table.register(Self.owner("b"), client: 1, channel: try table.channel(of: "a", heldBy: 1))
+        try table.register(Self.owner("c"), client: 1, channel: shared)
+        try table.register(Self.owner("other"), client: 1, channel: Channel("other"))
+
+        let first = try table.unregister("b", client: 1)
+        #expect(first.holder.channel === shared && !first.channelFreed)
+        #expect(!(try table.unregister("a", client: 1)).channelFreed)
+        #expect(try table.unregister("c", client: 1).channelFreed)
+        #expect(table.owners.map(\.name) == ["other"])
+    }
+
+    @Test func aDeadChannelReleasesEveryNameItHeldInNameOrderAndNoOther() throws {
+        var table = Self.table()
+        let dead = Channel("dead")
+        for name in ["c", "a", "b"] { try table.register(Self.owner(name), client: 1, channel: dead) }
+        try table.register(Self.owner("kept"), client: 1, channel: Channel("kept"))
+        #expect(table.release(channel: dead).map(\.owner.name) == ["a", "b", "c"])
+        #expect(table.release(channel: dead).isEmpty)
+        #expect(table.owners.map(\.name) == ["kept"])
+        // The names are free again, for anyone.
+        try table.register(Self.owner("a", pid: 20), client: 2, channel: Channel("new"))
+        #expect(table.holder(of: "a")?.client == 2)
+    }
+
+    @Test func aClientsEndFreesItsSharedChannelsWithItsNames() throws {
+        var table = Self.table()
+        let shared = Channel("shared")
+        for name in ["a", "b"] { try table.register(Self.owner(name), client: 1, channel: shared) }
+        #expect(table.release(client: 1).holders.map(\.owner.name) == ["a", "b"])
+        // The channel holds nothing: a later death of it releases nothing.
+        #expect(table.release(channel: shared).isEmpty)
     }
 }

@@ -184,6 +184,34 @@ struct ServerRestartTests {
         #expect(try client.list().map(\.name) == ["restart.a"])
     }
 
+    @Test func aPortsNamesComeBackOnOneConnection() throws {
+        let daemon = try Daemon()
+        let address = daemon.address
+        let loop = PortLoop()
+        let client = try NameServerClient.connect(to: address, reconnectingOn: loop.loop)
+        defer { client.close() }
+        let port = try loop.port { _ in Array("shared".utf8) }
+        let names = ["restart.x", "restart.y", "restart.z"]
+        let registrations = try names.map { try client.register($0, port: port) }
+
+        try daemon.killForReal()
+        try daemon.start()
+        #expect(waitFor(.seconds(60)) { registrations.allSatisfy { $0.state == .registeredAgain } })
+        let other = try NameServerClient.connect(to: address)
+        defer { other.close() }
+        for name in names { #expect(try ask(other.lookup(name), name) == "shared") }
+        // The three names hold one connection into the port (and its hang-up watch): the
+        // server closes two descriptors once they are all released, not six.
+        let held = try Self.descriptors(of: daemon.pid)
+        for name in names { try client.unregister(name) }
+        #expect(try waitFor { try Self.descriptors(of: daemon.pid) == held - 2 }, "held: \(held)")
+    }
+
+    /// How many descriptors process `pid` has open.
+    private static func descriptors(of pid: pid_t) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+    }
+
     @Test func theNamedPortServerExampleKeepsServing() throws {
         let daemon = try Daemon()
         let address = daemon.address

@@ -21,6 +21,16 @@ struct NameCall {
         return NameCall(operation: .register, fields: fields, what: again ? "registering '\(name)' again" : "registering '\(name)'")
     }
 
+    /// `registerSame`: `name` for the port this connection registered as `held`, which
+    /// is not sent again.
+    static func registerSame(_ name: String, as held: String, scope: NameScope, again: Bool = false) throws(NameServerError) -> NameCall {
+        try NameRules.validate(name)
+        var fields = [NameField.string(name), NameField.string(held)]
+        if scope != .host { fields.append(NameField.integer(scope.rawValue)) }
+        return NameCall(
+            operation: .registerSame, fields: fields, what: again ? "registering '\(name)' again" : "registering '\(name)'")
+    }
+
     /// `unregister`.
     static func unregister(_ name: String) throws(NameServerError) -> NameCall {
         try NameRules.validate(name)
@@ -39,4 +49,55 @@ struct NameCall {
 
     /// `list`, with the names other nodes hold when the server is a cluster's node.
     static let list = NameCall(operation: .list, fields: [NameField.withOtherNodes], what: "listing names")
+}
+
+/// How a client registers a name for a port: naming another name its connection holds for
+/// the port (`registerSame`), when there is one, so that the port is not sent again; else,
+/// or when the server refuses that only because it does not hold that name (any more) or
+/// predates the operation, sending the port (`register`).
+struct RegisterAttempts {
+    private let first: NameCall
+    private let held: String?
+    private let withPort: NameCall
+
+    /// - Parameter held: a name the connection holds for `port`, if any.
+    init(_ name: String, _ port: ReceivePort, scope: NameScope, held: String?, again: Bool = false) throws(NameServerError) {
+        withPort = try NameCall.register(name, port, scope: scope, again: again)
+        self.held = held
+        if let held {
+            first = try NameCall.registerSame(name, as: held, scope: scope, again: again)
+        } else {
+            first = withPort
+        }
+    }
+
+    /// Sends the first request through `request`, and the port after it if need be.
+    func send(_ request: (NameCall) throws(NameServerError) -> Void) throws(NameServerError) {
+        do {
+            try request(first)
+        } catch {
+            guard let retry = retry(after: error) else { throw error }
+            try request(retry)
+        }
+    }
+
+    /// `send(_:)`, for a request that suspends.
+    func send(_ request: (NameCall) async throws(NameServerError) -> Void) async throws(NameServerError) {
+        do {
+            try await request(first)
+        } catch {
+            guard let retry = retry(after: error) else { throw error }
+            try await request(retry)
+        }
+    }
+
+    /// The request to send after `first` failed with `error`, if there is one to try.
+    private func retry(after error: NameServerError) -> NameCall? {
+        guard let held else { return nil }
+        switch error {
+        case .notFound(let name), .notOwner(let name, _): return name == held ? withPort : nil
+        case .protocolError: return withPort
+        default: return nil
+        }
+    }
 }

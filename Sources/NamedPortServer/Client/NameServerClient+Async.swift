@@ -61,7 +61,7 @@ extension NameServerClient {
     ///   `unregister` it, or close the client, to be sure).
     @discardableResult
     public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) async throws(NameServerError) -> NameRegistration {
-        _ = try await request(try NameCall.register(name, port, scope: scope))
+        try await registerAttempts(name, port, scope).send { (call) async throws(NameServerError) in _ = try await request(call) }
         return recordRegistration(name, port, scope)
     }
 

@@ -125,9 +125,11 @@ extension NameServerClient {
             return true
         }
         guard lost else { return false }
-        for registration in registrations.withLock({ $0.values.sorted { $0.name < $1.name } }) {
-            registration.move(to: .serverLost)
+        let lostNames = registrations.withLock { registrations in
+            registrations.connectionLost()
+            return registrations.byName.values.sorted { $0.name < $1.name }
         }
+        for registration in lostNames { registration.move(to: .serverLost) }
         reconnection.withLock { reconnection in
             reconnection.readyToTry = true
             reconnection.delay = Self.firstReconnectDelay
@@ -201,16 +203,14 @@ extension NameServerClient {
     /// order), then resumes every watch. Stops at the first sign that this connection is
     /// gone too: the next reconnection carries on.
     private func restore(on connection: ServerConnection) {
-        let lost = registrations.withLock { $0.values.filter { $0.state == .serverLost }.sorted { $0.name < $1.name } }
+        let lost = registrations.withLock { $0.byName.values.filter { $0.state == .serverLost }.sorted { $0.name < $1.name } }
         for registration in lost {
-            let name = registration.name
             guard registration.port.isValid else {
                 forget(registration, as: .released)
                 continue
             }
             do {
-                let call = try NameCall.register(name, registration.port, scope: registration.scope, again: true)
-                _ = try Self.request(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
+                try registerAgain(registration, on: connection)
                 registration.move(to: .registeredAgain)
             } catch .nameTaken(_, let pid) {
                 forget(registration, as: .takenByAnother(ownerPID: pid))
@@ -229,11 +229,19 @@ extension NameServerClient {
         }
     }
 
+    /// Registers a lost name again on `connection`, with the port it had.
+    private func registerAgain(_ registration: NameRegistration, on connection: ServerConnection) throws(NameServerError) {
+        let held = registrations.withLock { $0.heldName(for: registration.port) }
+        let attempts = try RegisterAttempts(registration.name, registration.port, scope: registration.scope, held: held, again: true)
+        try attempts.send { (call) throws(NameServerError) in
+            _ = try Self.request(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
+        }
+        registrations.withLock { $0.markHeld(registration) }
+    }
+
     /// Forgets a registration that ended, unless a new one took its place.
     private func forget(_ registration: NameRegistration, as state: NameRegistrationState) {
-        registrations.withLock { registrations in
-            if registrations[registration.name] === registration { registrations.removeValue(forKey: registration.name) }
-        }
+        _ = registrations.withLock { $0.remove(registration) }
         registration.move(to: state)
     }
 

@@ -44,7 +44,7 @@ public final class NameServerClient: Sendable {
     let nextWatchID = Locked<UInt64>(1)
     /// The names registered through this client, with their ports, kept alive while their
     /// names are held (a registered port that goes away takes its name with it).
-    let registrations = Locked<[String: NameRegistration]>([:])
+    let registrations = Locked(RegisteredNames())
     /// The watches of a reconnecting client, resumed after a reconnection.
     let watches = Locked<[ObjectIdentifier: WatchReference]>([:])
     /// The reconnection's machinery, touched on the supervising loop's thread.
@@ -212,7 +212,8 @@ public final class NameServerClient: Sendable {
     /// `unregister`, `close`, or the end of the process.
     ///
     /// `port` should be scheduled on a loop (`ReceivePort.schedule`); brokered
-    /// connections are adopted into it as they come.
+    /// connections are adopted into it as they come. A port this client holds another name
+    /// for is not sent again: the names share its one connection at the server.
     ///
     /// At a server that is a node of a cluster, `.cluster` scope publishes the name in the
     /// cluster's directory, unique across the nodes and looked up from any of them; `.host`
@@ -228,14 +229,19 @@ public final class NameServerClient: Sendable {
     ///   `timedOut`, `connectionLost`, `serverUnavailable` (while reconnecting).
     @discardableResult
     public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) throws(NameServerError) -> NameRegistration {
-        _ = try request(try NameCall.register(name, port, scope: scope))
+        try registerAttempts(name, port, scope).send { (call) throws(NameServerError) in _ = try request(call) }
         return recordRegistration(name, port, scope)
+    }
+
+    /// How to register `name` for `port` on the current connection.
+    func registerAttempts(_ name: String, _ port: ReceivePort, _ scope: NameScope) throws(NameServerError) -> RegisterAttempts {
+        try RegisterAttempts(name, port, scope: scope, held: registrations.withLock { $0.heldName(for: port) })
     }
 
     /// Keeps the registration of a name the server accepted.
     func recordRegistration(_ name: String, _ port: ReceivePort, _ scope: NameScope) -> NameRegistration {
         let registration = NameRegistration(name: name, port: port, scope: scope)
-        registrations.withLock { $0[name] = registration }
+        registrations.withLock { $0.record(registration) }
         return registration
     }
 
@@ -255,14 +261,14 @@ public final class NameServerClient: Sendable {
     /// forgotten; whether it was.
     func forgetWhileAway(_ name: String) -> Bool {
         let away = link.withLock { if case .reconnecting = $0 { true } else { false } }
-        guard away, let registration = registrations.withLock({ $0.removeValue(forKey: name) }) else { return false }
+        guard away, let registration = registrations.withLock({ $0.remove(name) }) else { return false }
         registration.move(to: .released)
         return true
     }
 
     /// Forgets the registration of a name the server released.
     func released(_ name: String) {
-        registrations.withLock { $0.removeValue(forKey: name) }?.move(to: .released)
+        registrations.withLock { $0.remove(name) }?.move(to: .released)
     }
 
     /// Looks `name` up and returns a send port already connected to its owner's port.
@@ -389,10 +395,7 @@ public final class NameServerClient: Sendable {
             return link
         }
         if case .connected(let connection) = link { connection.port.invalidate() }
-        for registration in registrations.withLock({ registrations in
-            defer { registrations = [:] }
-            return registrations.values
-        }) {
+        for registration in registrations.withLock({ $0.removeAll() }) {
             registration.move(to: .released)
         }
         for watch in watches.withLock({ watches in

@@ -35,6 +35,11 @@ package enum NameOperation: UInt32, Sendable {
     /// [] → ok [pid, uptime ms, connections, names, watches, waiting lookups, refused
     /// connections, refused requests] (NameServerStatus.swift)
     case status = 9
+    /// [name, held name] → ok []: `name` for the port this connection registered as `held
+    /// name` (notFound or notOwner of `held name` otherwise), which is not sent again; a
+    /// trailing scope field as `register`'s. A server that predates it answers a protocol
+    /// error (unknown operation), and the client sends `register`.
+    case registerSame = 10
 }
 
 /// What a watch's port receives: the id of a one-way message, fields [name, pid, uid], and

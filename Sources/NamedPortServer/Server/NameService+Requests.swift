@@ -89,40 +89,13 @@ extension NameService {
             client.saidHello = true
             answer(pending, ok([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)]), client)
 
-        case .register:
-            let name = try NameRules.decode(try fields.bytes()).get()
-            let channel = try fields.port()
-            // A trailing scope field: absent for `.host` (and from clients before scopes).
-            let scope = fields.atEnd ? NameScope.host : NameScope(rawValue: try fields.integer())
-            guard let scope else {
-                channel.invalidate()
-                throw .protocolError("unknown name scope")
-            }
-            if scope == .cluster, let holder = directory?.holder(of: name) {
-                channel.invalidate()
-                throw .nameTakenElsewhere(name: name, node: holder.node, ownerPID: holder.pid)
-            }
-            let owner = NameOwner(name: name, pid: client.pid, uid: client.uid)
-            do {
-                try table.register(owner, client: id, channel: channel)
-            } catch {
-                channel.invalidate()
-                throw error
-            }
-            // A registered port that dies takes its name with it.
-            try? channel.onInvalidation(on: loop) { [unowned self] dead in self.channelDied(dead, name: name) }
-            answer(pending, ok([]), client)
-            notifyWatchers(.appeared, owner)
-            if scope == .cluster, let directory {
-                clusterScoped.insert(name)
-                directory.publish(owner)
-            }
-            answerWaiters(for: name)
+        case .register, .registerSame:
+            try register(operation, &fields, client, pending)
 
         case .unregister:
             let name = try NameRules.decode(try fields.bytes()).get()
-            let holder = try table.unregister(name, client: id)
-            holder.channel?.invalidate()
+            let (holder, channelFreed) = try table.unregister(name, client: id)
+            if channelFreed { holder.channel?.invalidate() }
             answer(pending, ok([]), client)
             notifyWatchers(.vanished, holder.owner)
 
@@ -191,6 +164,51 @@ extension NameService {
         Message(id: NameStatus.ok.rawValue, components: fields)
     }
 
+    /// `register` (the port comes with the request) or `registerSame` (the port of a name
+    /// the client holds, whose connection the new name shares).
+    private func register(
+        _ operation: NameOperation, _ fields: inout NameFieldReader, _ client: Client, _ pending: PendingReply
+    ) throws(NameServerError) {
+        let id = client.peer.id
+        let name = try NameRules.decode(try fields.bytes()).get()
+        let brought = operation == .register
+        let channel: SendPort
+        if brought {
+            channel = try fields.port()
+        } else {
+            let held = try NameRules.decode(try fields.bytes()).get()
+            guard let heldChannel = try table.channel(of: held, heldBy: id) else { throw .notFound(name: held) }
+            guard heldChannel.isValid else {
+                channelDied(heldChannel)
+                throw .notFound(name: held)
+            }
+            channel = heldChannel
+        }
+        do throws(NameServerError) {
+            // A trailing scope field: absent for `.host` (and from clients before scopes).
+            let scope = fields.atEnd ? NameScope.host : NameScope(rawValue: try fields.integer())
+            guard let scope else { throw .protocolError("unknown name scope") }
+            if scope == .cluster, let holder = directory?.holder(of: name) {
+                throw .nameTakenElsewhere(name: name, node: holder.node, ownerPID: holder.pid)
+            }
+            let owner = NameOwner(name: name, pid: client.pid, uid: client.uid)
+            try table.register(owner, client: id, channel: channel)
+            // A registered port that dies takes its names with it.
+            if brought { try? channel.onInvalidation(on: loop) { [unowned self] dead in self.channelDied(dead) } }
+            answer(pending, ok([]), client)
+            notifyWatchers(.appeared, owner)
+            if scope == .cluster, let directory {
+                clusterScoped.insert(name)
+                directory.publish(owner)
+            }
+            answerWaiters(for: name)
+        } catch {
+            // Only a port this request brought is let go: a held name's stays with it.
+            if brought { channel.invalidate() }
+            throw error
+        }
+    }
+
     // MARK: Lookups
 
     /// Answers a lookup of a held name: for `lookup`, the owner's port travels in the reply
@@ -202,13 +220,13 @@ extension NameService {
         var fields = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
         if wantsPort {
             guard channel.isValid else {
-                channelDied(channel, name: name)
+                channelDied(channel)
                 return refuse(pending, .notFound(name: name), client)
             }
             fields.append(.port(channel))
         }
         if !answerLookup(of: name, fields, through: channel, pending, client) {
-            channelDied(channel, name: name)
+            channelDied(channel)
             refuse(pending, .notFound(name: name), client)
         }
     }
@@ -245,10 +263,9 @@ extension NameService {
         return true
     }
 
-    /// A registered port died: its name goes, and its watchers are told.
-    func channelDied(_ channel: SendPort, name: String) {
-        guard let released = table.unregister(name, where: { $0.channel === channel }) else { return }
-        notifyWatchers(.vanished, released.owner)
+    /// A registered port died: its names go, and their watchers are told.
+    func channelDied(_ channel: SendPort) {
+        for holder in table.release(channel: channel) { notifyWatchers(.vanished, holder.owner) }
     }
 
     private func addWaiter(

@@ -4,8 +4,9 @@
 /// server does the telling. A client is the server's number for one connection.
 ///
 /// `Channel` is what a registration keeps to reach the owner's port; `Waiting` is what a
-/// waiting lookup keeps to be answered.
-struct NameTable<Channel, Waiting> {
+/// waiting lookup keeps to be answered. One channel may hold several names of one client
+/// (a port registered under each): it is let go with the last of them.
+struct NameTable<Channel: AnyObject, Waiting> {
     /// Who holds a name, and how to reach its port.
     struct Holder {
         var owner: NameOwner
@@ -44,6 +45,8 @@ struct NameTable<Channel, Waiting> {
     private var waitersByName: [String: [UInt64]] = [:]
     private var waiters: [UInt64: Waiter] = [:]
     private var nextWaiterID: UInt64 = 1
+    /// The names each channel holds.
+    private var namesByChannel: [ObjectIdentifier: Set<String>] = [:]
 
     init(limits: Limits) {
         self.limits = limits
@@ -76,31 +79,50 @@ struct NameTable<Channel, Waiting> {
         }
         holders[owner.name] = Holder(owner: owner, client: client, channel: channel)
         holdings[client, default: Holdings()].names.insert(owner.name)
+        if let channel { namesByChannel[ObjectIdentifier(channel), default: []].insert(owner.name) }
     }
 
-    /// Releases `name`, which `client` must hold; returns its holder.
-    mutating func unregister(_ name: String, client: UInt64) throws(NameServerError) -> Holder {
+    /// The channel of `name`, which `client` must hold (to register another name with it).
+    func channel(of name: String, heldBy client: UInt64) throws(NameServerError) -> Channel? {
+        guard let holder = holders[name] else { throw .notFound(name: name) }
+        guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
+        return holder.channel
+    }
+
+    /// Releases `name`, which `client` must hold; returns its holder, and whether that was
+    /// the last name of its channel (which nothing then holds).
+    mutating func unregister(_ name: String, client: UInt64) throws(NameServerError) -> (holder: Holder, channelFreed: Bool) {
         // Found once by its index: a name is hashed once to find it and take it out.
         guard let index = holders.index(forKey: name) else { throw .notFound(name: name) }
         let holder = holders.values[index]
         guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
         holders.remove(at: index)
         holdings[client]?.names.remove(name)
-        return holder
+        return (holder, forget(name, of: holder.channel))
     }
 
-    /// Releases `name` if its holder passes `check` (the name of a port that died, if the
-    /// port is still the one held); its holder, or `nil` when nothing was released.
-    mutating func unregister(_ name: String, where check: (Holder) -> Bool) -> Holder? {
-        guard let index = holders.index(forKey: name), check(holders.values[index]) else { return nil }
-        let holder = holders.remove(at: index).value
-        holdings[holder.client]?.names.remove(name)
-        return holder
+    /// Releases every name `channel` holds (its port died); their holders, in name order.
+    mutating func release(channel: Channel) -> [Holder] {
+        guard let names = namesByChannel.removeValue(forKey: ObjectIdentifier(channel)) else { return [] }
+        var released: [Holder] = []
+        for name in names.sorted() {
+            guard let index = holders.index(forKey: name), holders.values[index].channel === channel else { continue }
+            let holder = holders.remove(at: index).value
+            holdings[holder.client]?.names.remove(name)
+            released.append(holder)
+        }
+        return released
     }
 
-    /// Replaces the channel of a held name (a broken one is dropped).
-    mutating func setChannel(_ channel: Channel?, of name: String) {
-        holders[name]?.channel = channel
+    /// Takes `name` out of its channel's names; whether the channel holds none now.
+    private mutating func forget(_ name: String, of channel: Channel?) -> Bool {
+        guard let channel else { return false }
+        let key = ObjectIdentifier(channel)
+        guard let index = namesByChannel.index(forKey: key) else { return true }
+        namesByChannel.values[index].remove(name)
+        guard namesByChannel.values[index].isEmpty else { return false }
+        namesByChannel.remove(at: index)
+        return true
     }
 
     // MARK: Watches
@@ -162,7 +184,8 @@ struct NameTable<Channel, Waiting> {
     // MARK: Clients
 
     /// What a client's end released: the waiters dropped, and the names it held with their
-    /// holders, in name order (so watchers hear of them in that order).
+    /// holders, in name order (so watchers hear of them in that order). Their channels are
+    /// held by nothing any more.
     struct Released {
         var waiters: [Waiter] = []
         var holders: [Holder] = []
@@ -177,7 +200,9 @@ struct NameTable<Channel, Waiting> {
         }
         for watchID in held.watches.keys { watches[WatchKey(connectionID: client, watchID: watchID)] = nil }
         for name in held.names.sorted() {
-            if let holder = holders.removeValue(forKey: name) { released.holders.append(holder) }
+            guard let holder = holders.removeValue(forKey: name) else { continue }
+            _ = forget(name, of: holder.channel)
+            released.holders.append(holder)
         }
         return released
     }
