@@ -74,7 +74,10 @@ CASES = {
     "scale.timers": "the mean cost of arming and firing a timer on a loop that holds N other timers",
     "scale.threads-rss": "resident memory per idle permanent thread, N of them asleep",
     "scale.threads-cpu": "CPU time of N idle permanent threads over one second",
-    "scale.names": "a lookup of a random one of N names, registered by another process, on a kept connection",
+    "scale.names": "a lookup of a random one of N names, registered for one port by another process, on a kept "
+                   "connection",
+    "scale.names-same-cpu": "`scale.names` with every thread of this process on one CPU (the owner's process "
+                            "on the other)",
     "scale.clients": "lookups per second through one server from N clients at once, each its own "
                      "connection and task",
     "scale.clients-latency": "the time of each of those lookups, with N of them in flight",

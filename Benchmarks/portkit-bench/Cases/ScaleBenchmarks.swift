@@ -9,12 +9,16 @@ enum ScaleBenchmarks: BenchmarkFamily {
         let messages = scale.count(2000, quick: 100)
         let threads = scale.isQuick ? [10, 100] : [100, 1000]
         let clientCounts = scale.isQuick ? [1, 10] : [1, 10, 100, 1000]
+        let names = names(sizes: scale.isQuick ? [10, 1000] : [10, 100, 1000, 10_000, 100_000], lookups: scale.count(500, quick: 20))
         return [
             ports(sizes: scale.isQuick ? [10, 1000] : [10, 100, 1000, 10_000], messages: messages),
             timers(sizes: scale.isQuick ? [1000, 10_000] : [1000, 10_000, 100_000], chain: scale.count(20_000, quick: 1000)),
             threadsRSS(sizes: threads),
             threadsCPU(sizes: threads, idling: scale.isQuick ? .milliseconds(100) : .seconds(1)),
-            names(sizes: scale.isQuick ? [10, 1000] : [10, 100, 1000, 5000], lookups: scale.count(500, quick: 20)),
+            names,
+            // The same with this process's threads on one CPU (the looker and the server; the
+            // owner is a child): how the cost grows, free of the wake-up lottery of two CPUs.
+            names.pinned(.together, as: "scale.names-same-cpu"),
             clients(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
             clientsLatency(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
         ]

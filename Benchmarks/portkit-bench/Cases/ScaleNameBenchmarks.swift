@@ -10,19 +10,20 @@ extension ScaleBenchmarks {
 
     /// `scale.names`: the median (and p99) lookup on a kept connection, of a random one of
     /// `size` names a child process registered (each lookup brokers a connection to the child's
-    /// port). A hash table should make it flat. The server holds two descriptors per name
-    /// (the connection to the owner's port and the duplicate its hang-up watch polls), so the
-    /// sizes are bounded by the process's descriptor limit (`RLIMIT_NOFILE`): every size's
-    /// server runs in this process at once.
+    /// port). A hash table should make it flat. The names share the one port, so the server
+    /// holds one connection to it (and its hang-up watch) whatever their number. The child
+    /// runs on the last CPU, so that where its adopting and closing of the brokered
+    /// connections runs does not change from run to run.
     static func names(sizes: [Int], lookups: Int) -> BenchmarkCase {
         BenchmarkCase(name: "scale.names", unit: "µs", impls: sizes.map { size in
             BenchmarkImpl("names-\(size)", size: size) {
-                try requireDescriptors(2 * size + 512, for: "\(size) names, each held by the server with two descriptors")
                 let server = try NameFixture(policy: NameServerPolicy(maxNamesPerConnection: size))
                 let filler: LineChild
                 do {
-                    filler = try LineChild(
-                        BenchProcess.executable, ["--child", "name-filler", server.address, "\(size)"], discardingErrors: false)
+                    filler = try CPUAffinity.onLastCPU {
+                        try LineChild(
+                            BenchProcess.executable, ["--child", "name-filler", server.address, "\(size)"], discardingErrors: false)
+                    }
                 } catch {
                     server.stop()
                     throw error

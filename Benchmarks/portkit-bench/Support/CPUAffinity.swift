@@ -66,4 +66,15 @@ enum CPUAffinity {
             throw .lastSystemError("sched_setaffinity(\(threadID))")
         }
     }
+
+    /// Runs `body` with the calling thread restricted to the last CPU it may use, then gives
+    /// it its CPUs back: a process `body` spawns lives there, with every thread it makes,
+    /// away from the first CPU (where `WakePlacement.together` puts this process).
+    static func onLastCPU<T>(_ body: () throws -> T) throws -> T {
+        let was = try allowed()
+        guard let last = was.cpus.last else { return try body() }
+        try restrict(to: CPUSet([last]))
+        defer { try? restrict(to: was) }
+        return try body()
+    }
 }
