@@ -175,14 +175,17 @@ bool portkit_word_compare_exchange(uint32_t *word, uint32_t expected, uint32_t d
     return __atomic_compare_exchange_n(word, &expected, desired, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+// `ns` (at least 0) as a timespec in `into`; NULL for a negative `ns` (no limit).
+static struct timespec *timespec_of(int64_t ns, struct timespec *into) {
+    if (ns < 0) return NULL;
+    into->tv_sec = (time_t)(ns / 1000000000);
+    into->tv_nsec = (long)(ns % 1000000000);
+    return into;
+}
+
 int portkit_futex_wait_while_for(uint32_t *word, uint32_t value, int64_t timeout_ns) {
-    struct timespec relative, *timeout = NULL;
-    if (timeout_ns >= 0) {
-        relative.tv_sec = (time_t)(timeout_ns / 1000000000);
-        relative.tv_nsec = (long)(timeout_ns % 1000000000);
-        timeout = &relative;
-    }
-    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timeout, NULL, 0);
+    struct timespec relative;
+    return (int)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, value, timespec_of(timeout_ns, &relative), NULL, 0);
 }
 
 int64_t portkit_futex_deadline(int64_t timeout_ns) {
@@ -195,14 +198,10 @@ int64_t portkit_futex_deadline(int64_t timeout_ns) {
 }
 
 int portkit_futex_wait_while_until(uint32_t *word, uint32_t value, int64_t deadline_ns) {
-    struct timespec absolute, *timeout = NULL;
-    if (deadline_ns >= 0) {
-        absolute.tv_sec = (time_t)(deadline_ns / 1000000000);
-        absolute.tv_nsec = (long)(deadline_ns % 1000000000);
-        timeout = &absolute;
-    }
+    struct timespec absolute;
     // Without FUTEX_CLOCK_REALTIME, FUTEX_WAIT_BITSET's absolute time is CLOCK_MONOTONIC's.
-    long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, value, timeout, NULL, FUTEX_BITSET_MATCH_ANY);
+    long result = syscall(SYS_futex, word, FUTEX_WAIT_BITSET_PRIVATE, value, timespec_of(deadline_ns, &absolute), NULL,
+                          FUTEX_BITSET_MATCH_ANY);
     return result < 0 && errno == ETIMEDOUT ? 1 : 0;
 }
 
