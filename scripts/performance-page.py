@@ -76,8 +76,8 @@ CASES = {
     "scale.threads-cpu": "CPU time of N idle permanent threads over one second",
     "scale.names": "a lookup of a random one of N names, registered for one port by another process, on a kept "
                    "connection",
-    "scale.names-same-cpu": "`scale.names` with every thread of this process on one CPU (the owner's process "
-                            "on the other)",
+    "scale.names-same-cpu": "`scale.names` with every thread of this process on one CPU and the owner's process "
+                            "on the other",
     "scale.clients": "lookups per second through one server from N clients at once, each its own "
                      "connection and task",
     "scale.clients-latency": "the time of each of those lookups, with N of them in flight",
