@@ -241,7 +241,7 @@ extension NameServerClient {
 
     /// Forgets a registration that ended, unless a new one took its place.
     private func forget(_ registration: NameRegistration, as state: NameRegistrationState) {
-        _ = registrations.withLock { $0.remove(registration) }
+        registrations.withLock { $0.remove(registration) }
         registration.move(to: state)
     }
 

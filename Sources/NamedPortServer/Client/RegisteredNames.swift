@@ -37,10 +37,10 @@ struct RegisteredNames {
         return registration
     }
 
-    /// Forgets `registration` unless another has taken its name since; whether it did.
-    mutating func remove(_ registration: NameRegistration) -> Bool {
-        guard byName[registration.name] === registration else { return false }
-        return remove(registration.name) != nil
+    /// Forgets `registration` unless another has taken its name since.
+    mutating func remove(_ registration: NameRegistration) {
+        guard byName[registration.name] === registration else { return }
+        _ = remove(registration.name)
     }
 
     /// Forgets every registration, and returns them.

@@ -84,18 +84,15 @@ struct NameTable<Channel: AnyObject, Waiting> {
 
     /// The channel of `name`, which `client` must hold (to register another name with it).
     func channel(of name: String, heldBy client: UInt64) throws(NameServerError) -> Channel? {
-        guard let holder = holders[name] else { throw .notFound(name: name) }
-        guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
-        return holder.channel
+        holders.values[try index(of: name, heldBy: client)].channel
     }
 
     /// Releases `name`, which `client` must hold; returns its holder, and whether that was
     /// the last name of its channel (which nothing then holds).
     mutating func unregister(_ name: String, client: UInt64) throws(NameServerError) -> (holder: Holder, channelFreed: Bool) {
         // Found once by its index: a name is hashed once to find it and take it out.
-        guard let index = holders.index(forKey: name) else { throw .notFound(name: name) }
+        let index = try index(of: name, heldBy: client)
         let holder = holders.values[index]
-        guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
         holders.remove(at: index)
         holdings[client]?.names.remove(name)
         return (holder, forget(name, of: holder.channel))
@@ -112,6 +109,14 @@ struct NameTable<Channel: AnyObject, Waiting> {
             released.append(holder)
         }
         return released
+    }
+
+    /// Where `name` is in `holders`: `notFound` if no one holds it, `notOwner` if not `client`.
+    private func index(of name: String, heldBy client: UInt64) throws(NameServerError) -> [String: Holder].Index {
+        guard let index = holders.index(forKey: name) else { throw .notFound(name: name) }
+        let holder = holders.values[index]
+        guard holder.client == client else { throw .notOwner(name: name, ownerPID: holder.owner.pid) }
+        return index
     }
 
     /// Takes `name` out of its channel's names; whether the channel holds none now.
