@@ -76,7 +76,7 @@ func parent() throws -> Int32 {
     }
 
     // Request/reply: the reply is read by this thread's loop while the request waits.
-    let reply = try toChild.request(
+    let reply = try toChild.blockingRequest(
         Message(id: measure, text: "how many words are in this sentence"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
     say("parent: reply: \(reply.text)")
 

@@ -66,13 +66,13 @@ _ = try bossLoop.run(mode: .default, until: .now + .seconds(5), returnAfterSourc
 
 print("(b) CFMessagePort style: request/reply with send and receive timeouts")
 
-let reply = try toWorker.request(
+let reply = try toWorker.blockingRequest(
     Message(id: shout, text: "ports are fun"), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
 print("   boss: reply #\(reply.id): \(reply.text)")
 
 do {
     // The worker takes 200 ms; the boss waits 50 ms for the reply and gives up.
-    _ = try toWorker.request(
+    _ = try toWorker.blockingRequest(
         Message(id: slowly, text: "take your time"), sendTimeout: .seconds(1), receiveTimeout: .milliseconds(50))
 } catch PortError.receiveTimedOut {
     print("   boss: no reply within 50 ms: receiveTimedOut (the late reply is dropped)")

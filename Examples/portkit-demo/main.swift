@@ -26,9 +26,9 @@ if CommandLine.arguments.dropFirst().first == "--child" {
 
 /// The child half of part 4: find "demo.greeter" through the name server and ask it.
 if CommandLine.arguments.dropFirst().first == "--lookup", CommandLine.arguments.count > 2 {
-    let names = try NameServerClient.connect(to: CommandLine.arguments[2])
-    let greeter = try names.lookup("demo.greeter", waitingUpTo: .seconds(10))
-    let reply = try greeter.request(Message(id: 1, text: "who are you?"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+    let names = try NameServerClient.blockingConnect(to: CommandLine.arguments[2])
+    let greeter = try names.blockingLookup("demo.greeter", waitingUpTo: .seconds(10))
+    let reply = try greeter.blockingRequest(Message(id: 1, text: "who are you?"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
     print("   child \(getpid()) looked up demo.greeter and got: \(reply.text)")
     names.close()
     exit(0)
@@ -109,14 +109,14 @@ try threadWorker.execute {
 }
 let threadPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
 print("   worker thread checked in")
-print("   reply: \(try threadPort.request(Message(id: 3, text: "job A")).text)")
+print("   reply: \(try threadPort.blockingRequest(Message(id: 3, text: "job A")).text)")
 
 let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
 fflush(nil)
 let child = try ChildWorker.spawn(executable: me, arguments: ["--child"], bossPort: bossPort)
 let childPort = try PortCheckIn.awaitWorker(on: bossPort, timeout: .seconds(10))
 print("   child process \(child.pid) checked in")
-let reply = try childPort.request(Message(id: 4, text: "hello child"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+let reply = try childPort.blockingRequest(Message(id: 4, text: "hello child"), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
 print("   reply: \(reply.text)")
 
 childPort.invalidate()        // the child sees us go and exits
@@ -131,13 +131,13 @@ try FileManager.default.createDirectory(at: directory, withIntermediateDirectori
 let address = directory.appendingPathComponent("names.sock").path
 let nameServer = try NameServer.embedded(at: address)   // one call; other processes find it at `address`
 print("   name server listening at \(address)")
-let names = try NameServerClient.connect(to: address)
+let names = try NameServerClient.blockingConnect(to: address)
 let greeter = try threadWorker.sync { () throws -> ReceivePort in
     let port = ReceivePort()
     try port.schedule(on: .current) { Message(id: $0.id, text: "demo.greeter, served by the worker thread") }
     return port
 }
-try names.register("demo.greeter", port: greeter)
+try names.blockingRegister("demo.greeter", port: greeter)
 print("   the worker thread's port is registered as demo.greeter")
 fflush(nil)  // our buffered lines first, then the child's
 let lookup = Process()
@@ -146,7 +146,7 @@ lookup.arguments = ["--lookup", address]
 try lookup.run()
 lookup.waitUntilExit()
 if lookup.terminationStatus != 0 { print("   the lookup child failed with status \(lookup.terminationStatus)") }
-try names.unregister("demo.greeter")
+try names.blockingUnregister("demo.greeter")
 names.close()
 greeter.invalidate()
 nameServer.stop()

@@ -15,15 +15,15 @@ extension SendPort {
     /// thread's call) with `PortError.cancelled`; a task cancelled before the call sends
     /// nothing. A reply that comes after the wait ended is dropped (its descriptors closed):
     /// each request waits for its own reply only, so it never reaches a later request on the
-    /// same port. Sending itself is as `request`'s: while the receiver is full, the call
+    /// same port. Sending itself is as `blockingRequest`'s: while the receiver is full, the call
     /// waits for room up to `sendTimeout`, blocking its thread, and cancellation does not end
     /// that wait.
     /// - Parameters:
     ///   - message: the request to send.
     ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
     ///   - receiveTimeout: how long to wait for the reply once sent; `nil` as long as it takes.
-    /// - Throws: `.cancelled` (the task was cancelled), and what the blocking
-    ///   `request(_:sendTimeout:receiveTimeout:)` throws: `.sendTimedOut`,
+    /// - Throws: `.cancelled` (the task was cancelled), and what
+    ///   `blockingRequest(_:sendTimeout:receiveTimeout:)` throws: `.sendTimedOut`,
     ///   `.receiveTimedOut`, `.noReply`, `.peerDied`, `.invalidPort`, `.messageTooLarge`;
     ///   `.system` when the shared reply thread cannot be started.
     public func request(

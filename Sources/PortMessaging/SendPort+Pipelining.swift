@@ -62,7 +62,7 @@ package struct SentRequest: Sendable {
 
 extension SendPort {
     /// Sends a request and returns at once, without waiting for its reply: the returned
-    /// `SentRequest` collects it. Sending is as `request(_:sendTimeout:receiveTimeout:)`'s.
+    /// `SentRequest` collects it. Sending is as `blockingRequest(_:sendTimeout:receiveTimeout:)`'s.
     /// - Throws: when the request could not be sent: `.sendTimedOut`, `.peerDied`,
     ///   `.invalidPort`, `.messageTooLarge`, `.cannotCrossHosts`.
     package func send(request message: Message, sendTimeout: Duration? = SendPort.defaultTimeout) throws(PortError) -> SentRequest {

@@ -116,7 +116,8 @@ public final class SendPort: Sendable {
 
     /// Sends a request and waits for its reply (CFMessagePortSendRequest), blocking the
     /// calling thread: the receiving port's handler returns the reply. From a task, the
-    /// async `request(_:sendTimeout:receiveTimeout:)` suspends instead.
+    /// async `request(_:sendTimeout:receiveTimeout:)` suspends instead; the two have
+    /// different names so that `try await port.request(…)` never picks this one.
     /// - Parameters:
     ///   - message: the request to send.
     ///   - sendTimeout: how long to wait for room to send; `nil` as long as it takes.
@@ -124,7 +125,7 @@ public final class SendPort: Sendable {
     /// - Throws: `.sendTimedOut` (not sent), `.receiveTimedOut` (sent, no reply in time),
     ///   `.peerDied` (the peer went away, before or while waiting), `.invalidPort`,
     ///   `.messageTooLarge`.
-    public func request(
+    public func blockingRequest(
         _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout
     ) throws(PortError) -> Message {
         try checkValid()

@@ -52,7 +52,7 @@ func validName(_ name: String) throws(Exit) -> String {
 /// Connects to the server at `address` (the default address if `nil`).
 func connect(_ address: String?, reconnectingOn loop: ThreadLoop? = nil) throws(Exit) -> NameServerClient {
     do {
-        return try NameServerClient.connect(to: address, timeout: .seconds(10), reconnectingOn: loop)
+        return try NameServerClient.blockingConnect(to: address, timeout: .seconds(10), reconnectingOn: loop)
     } catch {
         throw Exit(error)
     }

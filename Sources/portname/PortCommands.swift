@@ -22,7 +22,7 @@ enum PortCommands {
         }
         let registration: NameRegistration
         do {
-            registration = try client.register(name, port: port, scope: scope)
+            registration = try client.blockingRegister(name, port: port, scope: scope)
         } catch {
             throw Exit(error)
         }
@@ -61,13 +61,13 @@ enum PortCommands {
         let client = try connect(address)
         let port: SendPort
         do {
-            port = try client.lookup(name)
+            port = try client.blockingLookup(name)
         } catch {
             throw Exit(error)
         }
         do {
             let request = Message(id: id, components: [.data(Array(text.utf8))], replyPort: nil)
-            let reply = try port.request(request, sendTimeout: timeout, receiveTimeout: timeout)
+            let reply = try port.blockingRequest(request, sendTimeout: timeout, receiveTimeout: timeout)
             say(String(decoding: reply.bytes, as: UTF8.self))
         } catch {
             throw Exit(error, name: name)

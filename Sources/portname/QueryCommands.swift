@@ -8,7 +8,7 @@ enum QueryCommands {
         if let endpoint = options.values["--cluster"] { return try listCluster(options, endpoint: endpoint) }
         let client = try connect(address)
         do {
-            for owner in try client.list() {
+            for owner in try client.blockingList() {
                 say(options.wantsJSON ? JSONLine(owner).text : owner.description)
             }
         } catch {
@@ -58,7 +58,7 @@ enum QueryCommands {
         let name = try validName(options.positional[0])
         let client = try connect(address)
         do {
-            let owner = try client.owner(of: name, waitingUpTo: wait)
+            let owner = try client.blockingOwner(of: name, waitingUpTo: wait)
             say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)")
         } catch .timedOut {
             // For a script, a name that did not come in time is a name not found.

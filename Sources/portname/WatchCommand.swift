@@ -12,7 +12,7 @@ enum WatchCommand {
         }
         let client = try connect(address)
         do {
-            let watch = try client.watch(prefix: prefix)
+            let watch = try client.blockingWatch(prefix: prefix)
             for owner in watch.initialOwners { say(line(.appeared(owner), initial: true, json: options.wantsJSON)) }
             while let event = try watch.next() { say(line(event, initial: false, json: options.wantsJSON)) }
         } catch {

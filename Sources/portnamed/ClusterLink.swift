@@ -51,7 +51,7 @@ struct ClusterLink: Sendable {
             let made = try ClusterGateway(listeningAt: listen, security: security) { name in
                 // Only the names this node published: a host name is not for other hosts.
                 guard node.holdsForCluster(name), let address = serverAddress.withLock({ $0 }) else { return nil }
-                return try? NameServerClient.connect(to: address).lookup(name)
+                return try? NameServerClient.blockingConnect(to: address).blockingLookup(name)
             }
             node.advertise(gatewayAddress: "\(made.address)")
             gateway = made

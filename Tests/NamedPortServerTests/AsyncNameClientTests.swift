@@ -140,9 +140,9 @@ private final class NameServerClientBox: Sendable {
 
 // The blocking forms, for a test's own steps: from a synchronous function the blocking
 // overload is the one called.
-private func blockingConnect(_ address: String) throws -> NameServerClient { try NameServerClient.connect(to: address) }
-private func blockingRegister(_ names: NameServerClient, _ name: String, _ port: ReceivePort) throws { try names.register(name, port: port) }
-private func blockingUnregister(_ names: NameServerClient, _ name: String) throws { try names.unregister(name) }
+private func blockingConnect(_ address: String) throws -> NameServerClient { try NameServerClient.blockingConnect(to: address) }
+private func blockingRegister(_ names: NameServerClient, _ name: String, _ port: ReceivePort) throws { try names.blockingRegister(name, port: port) }
+private func blockingUnregister(_ names: NameServerClient, _ name: String) throws { try names.blockingUnregister(name) }
 
 /// What `body` returned or threw.
 private func outcome<T>(_ body: () async throws(NameServerError) -> T) async -> Result<T, NameServerError> {

@@ -50,7 +50,7 @@ struct CommandLineTests {
 
         let next = try startDaemon(directory.address)
         defer { next.kill() }
-        let client = try NameServerClient.connect(to: directory.address)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
         #expect(client.serverPID == next.pid)
     }
 
@@ -66,7 +66,7 @@ struct CommandLineTests {
             descriptors: [3: listening.rawValue], viaShell: "export LISTEN_PID=$$ LISTEN_FDS=1; exec")
         defer { daemon.kill() }
         #expect(try daemon.readLine() == "listening on \(directory.address)")
-        let client = try NameServerClient.connect(to: directory.address)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
         #expect(client.serverPID == daemon.pid)
 
         // No lock file is held for a socket systemd owns, but the address answers: a

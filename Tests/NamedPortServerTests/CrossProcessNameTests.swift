@@ -29,8 +29,8 @@ struct CrossProcessNameTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let watcher = try NameServerClient.connect(to: directory.address)
-        let watch = try watcher.watch(prefix: "victim")
+        let watcher = try NameServerClient.blockingConnect(to: directory.address)
+        let watch = try watcher.blockingWatch(prefix: "victim")
         let uid = UInt32(getuid())
 
         // SIGKILL → the kernel closes the owner's socket → the server releases the name
@@ -48,13 +48,13 @@ struct CrossProcessNameTests {
             if delays.last! <= .milliseconds(100) { break }
         }
         #expect(delays.min()! <= .milliseconds(100), "SIGKILL to the watcher's '-': \(delays)")
-        #expect(try watcher.list().isEmpty)
+        #expect(try watcher.blockingList().isEmpty)
 
         // A lookup that waits for the name, in before the next owner registers.
-        let user = try NameServerClient.connect(to: directory.address)
+        let user = try NameServerClient.blockingConnect(to: directory.address)
         let found = Locked<Result<SendPort, NameServerError>?>(nil)
         Thread {
-            let outcome = Result { () throws(NameServerError) in try user.lookup("victim", waitingUpTo: .seconds(60)) }
+            let outcome = Result { () throws(NameServerError) in try user.blockingLookup("victim", waitingUpTo: .seconds(60)) }
             found.withLock { $0 = outcome }
         }.start()
         #expect(try waitFor { try counts(server).contains("waiting=1") })
@@ -114,9 +114,9 @@ struct CrossProcessNameTests {
         var clients: [NameServerClient] = []
         var watches: [NameWatch] = []
         for _ in 0..<16 {
-            let client = try NameServerClient.connect(to: directory.address)
+            let client = try NameServerClient.blockingConnect(to: directory.address)
             clients.append(client)
-            watches.append(try client.watch(prefix: "c."))
+            watches.append(try client.blockingWatch(prefix: "c."))
         }
         churner.send("stop")
         let done = try churner.readLine(within: .seconds(120))
@@ -169,8 +169,8 @@ struct CrossProcessNameTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let watcher = try NameServerClient.connect(to: directory.address)
-        let watch = try watcher.watch(prefix: "stress.")
+        let watcher = try NameServerClient.blockingConnect(to: directory.address)
+        let watch = try watcher.blockingWatch(prefix: "stress.")
         let before = try descriptors(server)
 
         let count = 200
@@ -198,7 +198,7 @@ struct CrossProcessNameTests {
         #expect(Set(vanished.keys) == names && vanished.values.allSatisfy { $0 == 1 })
         #expect(order.values.allSatisfy { $0 == ["+", "-"] })
         #expect(try watch.next(timeout: .milliseconds(20)) == nil)
-        #expect(try watcher.list().isEmpty)
+        #expect(try watcher.blockingList().isEmpty)
         // Every connection, brokered socket and waiter is gone from the server.
         #expect(try waitFor { try counts(server) == "counts connections=1 names=0 waiting=0 watches=1" })
         #expect(try waitFor { try descriptors(server) == before }, "server descriptors before: \(before)")

@@ -19,18 +19,18 @@ struct ManyNamesTests {
         defer { server.kill() }
         #expect(try server.readLine() == "listening on \(directory.address)")
         // One port for every name, which the names after the first name the first by.
-        let owner = try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
+        let owner = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(60))
         let port = ReceivePort()
         defer { port.invalidate() }
-        for index in 0..<count { try owner.register("bulk.\(index)", port: port) }
+        for index in 0..<count { try owner.blockingRegister("bulk.\(index)", port: port) }
         let me = (pid: getpid(), uid: UInt32(getuid()))
         let expected = (0..<count).map { NameOwner(name: "bulk.\($0)", pid: me.pid, uid: me.uid) }.sorted { $0.name < $1.name }
 
-        let client = try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
-        #expect(try client.list() == expected)
-        let all = try client.watch(prefix: "bulk.")
+        let client = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(60))
+        #expect(try client.blockingList() == expected)
+        let all = try client.blockingWatch(prefix: "bulk.")
         #expect(all.initialOwners == expected)
-        let some = try client.watch(prefix: "bulk.99")
+        let some = try client.blockingWatch(prefix: "bulk.99")
         #expect(some.initialOwners == expected.filter { $0.name.hasPrefix("bulk.99") })
         #expect(some.initialOwners.count == 11)
 
@@ -41,8 +41,8 @@ struct ManyNamesTests {
 
         // The events come after the snapshot: one more name, then the owner's connection
         // ends and its 3,000 go, in name order.
-        let extra = try NameServerClient.connect(to: directory.address)
-        try extra.register("bulk.extra", port: ReceivePort())
+        let extra = try NameServerClient.blockingConnect(to: directory.address)
+        try extra.blockingRegister("bulk.extra", port: ReceivePort())
         #expect(try all.next(timeout: .seconds(30)) == .appeared(NameOwner(name: "bulk.extra", pid: me.pid, uid: me.uid)))
         owner.close()
         var vanished: [NameOwner] = []
@@ -54,7 +54,7 @@ struct ManyNamesTests {
             vanished.append(gone)
         }
         #expect(vanished == expected)
-        #expect(try client.list() == [NameOwner(name: "bulk.extra", pid: me.pid, uid: me.uid)])
+        #expect(try client.blockingList() == [NameOwner(name: "bulk.extra", pid: me.pid, uid: me.uid)])
     }
 }
 
@@ -73,10 +73,10 @@ struct OlderServerTests {
             return NameReply.encode(.protocolError("protocol version 4 asked, this server speaks 1 to 3"))
         }
         defer { server.invalidate() }
-        let client = try NameServerClient.connect(to: directory.address)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
         for _ in 0..<2 {
             do {
-                _ = try client.lookup("x")
+                _ = try client.blockingLookup("x")
                 Issue.record("served by an older server")
             } catch {
                 guard case .protocolError(let detail) = error else {

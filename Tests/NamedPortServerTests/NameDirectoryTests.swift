@@ -29,7 +29,7 @@ struct NameDirectoryTests {
 
         init() throws {
             server = try NameServer.start(at: directory.address, directory: held)
-            do { names = try NameServerClient.connect(to: directory.address) } catch {
+            do { names = try NameServerClient.blockingConnect(to: directory.address) } catch {
                 server.stop()
                 throw error
             }
@@ -48,15 +48,15 @@ struct NameDirectoryTests {
         let ports = PortLoop()
 
         #expect(throws: NameServerError.nameTakenElsewhere(name: "db", node: "east-1", ownerPID: 4242)) {
-            try names.register("db", port: try ports.port(), scope: .cluster)
+            try names.blockingRegister("db", port: try ports.port(), scope: .cluster)
         }
         #expect("\(NameServerError.nameTakenElsewhere(name: "db", node: "east-1", ownerPID: 4242))"
             == "name 'db' is taken by process 4242 on node east-1")
-        let cache = try names.register("cache", port: try ports.port(), scope: .cluster)
+        let cache = try names.blockingRegister("cache", port: try ports.port(), scope: .cluster)
         #expect(cache.scope == .cluster)
-        #expect(try names.list().map(\.name) == ["cache"])
+        #expect(try names.blockingList().map(\.name) == ["cache"])
         #expect(eventually { held.told.all == ["+cache \(getpid())"] })
-        try names.unregister("cache")
+        try names.blockingUnregister("cache")
         #expect(eventually { held.told.all == ["+cache \(getpid())", "-cache"] })
     }
 
@@ -67,9 +67,9 @@ struct NameDirectoryTests {
         defer { fixture.stop() }
         let (held, names) = (fixture.held, fixture.names)
         let ports = PortLoop()
-        let local = try names.register("db", port: try ports.port())
+        let local = try names.blockingRegister("db", port: try ports.port())
         #expect(local.scope == .host)
-        #expect(try names.owner(of: "db").pid == getpid())
+        #expect(try names.blockingOwner(of: "db").pid == getpid())
 
         let owner = try SpawnedProcess.helper("names-owner", [fixture.directory.address, "shared", "--cluster"])
         #expect(try owner.readLine(within: .seconds(60)) == "serving shared \(owner.pid)")

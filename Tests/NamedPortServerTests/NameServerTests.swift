@@ -15,19 +15,19 @@ struct NameServerTests {
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
         let loop = PortLoop()
-        let owner = try NameServerClient.connect(to: directory.address)
-        let user = try NameServerClient.connect(to: directory.address)
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        let user = try NameServerClient.blockingConnect(to: directory.address)
         #expect(owner.serverPID == getpid())
 
         let receiver = try loop.port { Array("db: \($0.text)".utf8) }
-        try owner.register("db", port: receiver)
-        let port = try user.lookup("db")
+        try owner.blockingRegister("db", port: receiver)
+        let port = try user.blockingLookup("db")
         #expect(try ask(port, "select 1") == "db: select 1")
         #expect(try ask(port, "select 2") == "db: select 2")
         // Every lookup is a connection of its own.
-        let second = try user.lookup("db")
+        let second = try user.blockingLookup("db")
         #expect(try ask(second, "again") == "db: again")
-        #expect(try user.owner(of: "db") == NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid())))
+        #expect(try user.blockingOwner(of: "db") == NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid())))
         port.invalidate()
         second.invalidate()
         receiver.invalidate()
@@ -37,36 +37,36 @@ struct NameServerTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let first = try NameServerClient.connect(to: directory.address)
-        let second = try NameServerClient.connect(to: directory.address)
-        try first.register("svc", port: ReceivePort())
+        let first = try NameServerClient.blockingConnect(to: directory.address)
+        let second = try NameServerClient.blockingConnect(to: directory.address)
+        try first.blockingRegister("svc", port: ReceivePort())
 
         #expect(throws: NameServerError.nameTaken(name: "svc", ownerPID: getpid())) {
-            try second.register("svc", port: ReceivePort())
+            try second.blockingRegister("svc", port: ReceivePort())
         }
-        #expect(throws: NameServerError.notOwner(name: "svc", ownerPID: getpid())) { try second.unregister("svc") }
-        #expect(throws: NameServerError.notFound(name: "nothing")) { try second.unregister("nothing") }
+        #expect(throws: NameServerError.notOwner(name: "svc", ownerPID: getpid())) { try second.blockingUnregister("svc") }
+        #expect(throws: NameServerError.notFound(name: "nothing")) { try second.blockingUnregister("nothing") }
         #expect(throws: NameServerError.nameTaken(name: "svc", ownerPID: getpid())) {
-            try first.register("svc", port: ReceivePort())
+            try first.blockingRegister("svc", port: ReceivePort())
         }
-        #expect(try second.list().map(\.name) == ["svc"])
+        #expect(try second.blockingList().map(\.name) == ["svc"])
 
         // Closing the owner's connection releases the name at once.
         first.close()
-        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try first.list() }
-        #expect(try waitFor { try second.list().isEmpty })
-        try second.register("svc", port: ReceivePort())
-        try second.unregister("svc")
-        #expect(try second.list().isEmpty)
+        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try first.blockingList() }
+        #expect(try waitFor { try second.blockingList().isEmpty })
+        try second.blockingRegister("svc", port: ReceivePort())
+        try second.blockingUnregister("svc")
+        #expect(try second.blockingList().isEmpty)
     }
 
     @Test func namesAreCheckedOnBothSides() throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let client = try NameServerClient.connect(to: directory.address)
-        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try client.register("", port: ReceivePort()) }
-        #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) { try client.lookup("a/b") }
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try client.blockingRegister("", port: ReceivePort()) }
+        #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) { try client.blockingLookup("a/b") }
 
         // A client that skips the checks gets them from the server.
         let raw = try RawNameClient(address: directory.address)
@@ -93,25 +93,25 @@ struct NameServerTests {
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
         let loop = PortLoop()
-        let owner = try NameServerClient.connect(to: directory.address)
-        let user = try NameServerClient.connect(to: directory.address)
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        let user = try NameServerClient.blockingConnect(to: directory.address)
 
         let started = ContinuousClock.now
         #expect(throws: NameServerError.timedOut(operation: "waiting for 'late'")) {
-            try user.lookup("late", waitingUpTo: .milliseconds(200))
+            try user.blockingLookup("late", waitingUpTo: .milliseconds(200))
         }
         #expect(ContinuousClock.now - started >= .milliseconds(200))
 
         let found = Locked<Result<SendPort, NameServerError>?>(nil)
         let waiter = Thread {
-            let outcome = Result { () throws(NameServerError) in try user.lookup("late", waitingUpTo: .seconds(60)) }
+            let outcome = Result { () throws(NameServerError) in try user.blockingLookup("late", waitingUpTo: .seconds(60)) }
             found.withLock { $0 = outcome }
         }
         waiter.start()
         #expect(try waitFor { try server.counts().waitingLookups == 1 })
         #expect(found.withLock { $0 } == nil)
         let receiver = try loop.port { Array("late: \($0.text)".utf8) }
-        try owner.register("late", port: receiver)
+        try owner.blockingRegister("late", port: receiver)
         #expect(waitFor { found.withLock { $0 } != nil })
         let port = try #require(try found.withLock { $0 }?.get())
         #expect(try ask(port, "hi") == "late: hi")
@@ -123,18 +123,18 @@ struct NameServerTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let owner = try NameServerClient.connect(to: directory.address)
-        let watcher = try NameServerClient.connect(to: directory.address)
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        let watcher = try NameServerClient.blockingConnect(to: directory.address)
         let me = (getpid(), UInt32(getuid()))
-        try owner.register("w.b", port: ReceivePort())
-        try owner.register("w.a", port: ReceivePort())
-        try owner.register("other", port: ReceivePort())
+        try owner.blockingRegister("w.b", port: ReceivePort())
+        try owner.blockingRegister("w.a", port: ReceivePort())
+        try owner.blockingRegister("other", port: ReceivePort())
 
-        let watch = try watcher.watch(prefix: "w.")
+        let watch = try watcher.blockingWatch(prefix: "w.")
         #expect(watch.initialOwners.map(\.name) == ["w.a", "w.b"])
-        try owner.register("w.c", port: ReceivePort())
-        try owner.register("x", port: ReceivePort())
-        try owner.unregister("w.a")
+        try owner.blockingRegister("w.c", port: ReceivePort())
+        try owner.blockingRegister("x", port: ReceivePort())
+        try owner.blockingUnregister("w.a")
         owner.close()
 
         var events: [NameEvent] = []
@@ -150,7 +150,7 @@ struct NameServerTests {
 
         watch.cancel()
         #expect(try watch.next(timeout: .seconds(1)) == nil)
-        let all = try watcher.watch()
+        let all = try watcher.blockingWatch()
         #expect(all.initialOwners.isEmpty)
     }
 
@@ -158,19 +158,19 @@ struct NameServerTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let owner = try NameServerClient.connect(to: directory.address)
-        let watcher = try NameServerClient.connect(to: directory.address)
-        try owner.register("db2", port: ReceivePort())
-        let watch = try watcher.watch(name: "db")
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        let watcher = try NameServerClient.blockingConnect(to: directory.address)
+        try owner.blockingRegister("db2", port: ReceivePort())
+        let watch = try watcher.blockingWatch(name: "db")
         #expect(watch.isExact && watch.initialOwners.isEmpty)
-        try owner.register("db.replica", port: ReceivePort())
-        try owner.register("db", port: ReceivePort())
-        try owner.unregister("db")
+        try owner.blockingRegister("db.replica", port: ReceivePort())
+        try owner.blockingRegister("db", port: ReceivePort())
+        try owner.blockingUnregister("db")
         let me = NameOwner(name: "db", pid: getpid(), uid: UInt32(getuid()))
         #expect(try watch.next(timeout: .seconds(20)) == .appeared(me))
         #expect(try watch.next(timeout: .seconds(20)) == .vanished(me))
         #expect(try watch.next(timeout: .milliseconds(50)) == nil)
-        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.watch(name: "") }
+        #expect(throws: NameServerError.invalidName(name: "", reason: .empty)) { try watcher.blockingWatch(name: "") }
     }
 
     /// A request carries what its operation takes and nothing else: one with descriptors
@@ -220,21 +220,21 @@ struct NameServerTests {
         let policy = NameServerPolicy(maxNamesPerConnection: 2, maxWatchesPerConnection: 1, maxWaitingLookupsPerConnection: 1)
         let server = try NameServer.start(at: directory.address, policy: policy)
         defer { server.stop() }
-        let client = try NameServerClient.connect(to: directory.address)
-        try client.register("a", port: ReceivePort())
-        try client.register("b", port: ReceivePort())
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        try client.blockingRegister("a", port: ReceivePort())
+        try client.blockingRegister("b", port: ReceivePort())
         #expect(throws: NameServerError.limitExceeded(what: "names per connection", limit: 2)) {
-            try client.register("c", port: ReceivePort())
+            try client.blockingRegister("c", port: ReceivePort())
         }
-        let watch = try client.watch(prefix: "a")
+        let watch = try client.blockingWatch(prefix: "a")
         #expect(throws: NameServerError.limitExceeded(what: "watches per connection", limit: 1)) {
-            _ = try client.watch(prefix: "b")
+            _ = try client.blockingWatch(prefix: "b")
         }
         watch.cancel()
         // The server sees the cancelled watch's port close; the next watch may race that.
-        #expect(waitFor { (try? client.watch(prefix: "b")) != nil })
-        let other = try NameServerClient.connect(to: directory.address)
-        try other.register("c", port: ReceivePort())
+        #expect(waitFor { (try? client.blockingWatch(prefix: "b")) != nil })
+        let other = try NameServerClient.blockingConnect(to: directory.address)
+        try other.blockingRegister("c", port: ReceivePort())
     }
 
     /// A user the policy refuses is told so at once and closed: its first call (which
@@ -247,7 +247,7 @@ struct NameServerTests {
         defer { server.stop() }
         for _ in 0..<3 {
             do {
-                _ = try NameServerClient.connect(to: directory.address).list()
+                _ = try NameServerClient.blockingConnect(to: directory.address).blockingList()
                 Issue.record("a refused user was served")
             } catch {
                 guard case .permissionDenied(let reason) = error else {
@@ -268,7 +268,7 @@ struct NameServerTests {
         defer { server.stop() }
         let loop = PortLoop()
         func connectBlocking() throws(NameServerError) {
-            _ = try NameServerClient.connect(to: directory.address, reconnectingOn: loop.loop)
+            _ = try NameServerClient.blockingConnect(to: directory.address, reconnectingOn: loop.loop)
         }
         do {
             try connectBlocking()
@@ -306,10 +306,10 @@ struct NameServerTests {
         close(stale)
         #expect(FileManager.default.fileExists(atPath: directory.address))
         let replacement = try NameServer.start(at: directory.address)
-        let client = try NameServerClient.connect(to: directory.address)
-        #expect(try client.list().isEmpty)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(try client.blockingList().isEmpty)
         replacement.stop()
-        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try client.list() }
+        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try client.blockingList() }
 
         // A file that is not a socket is not ours to remove.
         _ = FileManager.default.createFile(atPath: directory.address, contents: Data("keep".utf8))
@@ -333,9 +333,9 @@ struct NameServerTests {
     @Test func aConnectWaitsForItsServerToAppear() throws {
         let directory = TestDirectory()
         let address = directory.path + "/later/names.sock"
-        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: address) }
+        #expect(throws: NameServerError.self) { try NameServerClient.blockingConnect(to: address) }
         #expect(throws: NameServerError.serverUnavailable(address: address, reason: "no socket file")) {
-            try NameServerClient.connect(to: address, waitingForServer: .milliseconds(300))
+            try NameServerClient.blockingConnect(to: address, waitingForServer: .milliseconds(300))
         }
         let outcome = ConditionLock<Result<Int32, NameServerError>?>(nil)
         let started = ConditionLock(false)
@@ -343,9 +343,9 @@ struct NameServerTests {
             started.withLock { $0 = true }
             started.broadcast()
             let result = Result { () throws(NameServerError) -> Int32 in
-                let client = try NameServerClient.connect(to: address, waitingForServer: .seconds(120))
+                let client = try NameServerClient.blockingConnect(to: address, waitingForServer: .seconds(120))
                 defer { client.close() }
-                _ = try client.list()
+                _ = try client.blockingList()
                 return client.serverPID
             }
             outcome.withLock { $0 = result }
@@ -361,16 +361,16 @@ struct NameServerTests {
     @Test func connectingWhereNoServerIsSaysSo() throws {
         let directory = TestDirectory()
         #expect(throws: NameServerError.serverUnavailable(address: directory.address, reason: "no socket file")) {
-            try NameServerClient.connect(to: directory.address)
+            try NameServerClient.blockingConnect(to: directory.address)
         }
         // On demand: the first client starts an embedded server, and the next finds it.
-        let client = try NameServerClient.connect(to: directory.address, startingServerIfNeeded: true)
+        let client = try NameServerClient.blockingConnect(to: directory.address, startingServerIfNeeded: true)
         #expect(client.serverPID == getpid())
         let embedded = try NameServer.embedded(at: directory.address)
         #expect(embedded.address == directory.address)
-        let other = try NameServerClient.connect(to: directory.address, startingServerIfNeeded: true)
-        try client.register("here", port: ReceivePort())
-        #expect(try other.list().map(\.name) == ["here"])
+        let other = try NameServerClient.blockingConnect(to: directory.address, startingServerIfNeeded: true)
+        try client.blockingRegister("here", port: ReceivePort())
+        #expect(try other.blockingList().map(\.name) == ["here"])
         embedded.stop()
     }
 
@@ -395,11 +395,11 @@ struct NameServerTests {
                     finished.broadcast()
                 }
                 do {
-                    let client = try NameServerClient.connect(to: directory.address)
+                    let client = try NameServerClient.blockingConnect(to: directory.address)
                     let receiver = try loop.port { _ in Array("\(index)".utf8) }
-                    try client.register("p.\(index)", port: receiver)
+                    try client.blockingRegister("p.\(index)", port: receiver)
                     arrive(0)
-                    let port = try client.lookup("p.\((index + 1) % count)")
+                    let port = try client.blockingLookup("p.\((index + 1) % count)")
                     let answer = try ask(port, "?")
                     if answer != "\((index + 1) % count)" { failures.withLock { $0.append("\(index) got \(answer)") } }
                     port.invalidate()

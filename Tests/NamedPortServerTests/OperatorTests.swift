@@ -64,7 +64,7 @@ struct OperatorTests {
         // and starts the service at the first connection it accepts.
         var connected: NameServerClient?
         #expect(waitFor(.seconds(60)) {
-            connected = try? NameServerClient.connect(to: directory.address, timeout: .seconds(60))
+            connected = try? NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(60))
             return connected != nil
         })
         let client = try #require(connected, "systemd-socket-activate never listened at \(directory.address)")
@@ -113,10 +113,10 @@ struct OperatorTests {
         #expect(try FileSystem.status(directory.address).permissions == 0o660)
 
         let loop = PortLoop()
-        let client = try NameServerClient.connect(to: directory.address)
-        try client.register("op.one", port: try loop.port())
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        try client.blockingRegister("op.one", port: try loop.port())
         #expect(throws: NameServerError.limitExceeded(what: "names per connection", limit: 1)) {
-            try client.register("op.two", port: try loop.port())
+            try client.blockingRegister("op.two", port: try loop.port())
         }
         #expect(waitFor { daemon.standardError().contains("name registered: op.one pid \(getpid())") })
         #expect(waitFor {
@@ -135,8 +135,8 @@ struct OperatorTests {
         let directory = TestDirectory()
         let daemon = try startDaemon(directory.address, ["--max-connections", "1"])
         defer { daemon.kill() }
-        let first = try NameServerClient.connect(to: directory.address)
-        #expect(throws: NameServerError.self) { try NameServerClient.connect(to: directory.address, timeout: .seconds(30)).list() }
+        let first = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(throws: NameServerError.self) { try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(30)).blockingList() }
         let line = "warning: client refused: pid \(getpid()) uid \(getuid()): limit reached: at most 1 connections"
         #expect(waitFor { daemon.standardError().contains(line) })
         let status = try first.status()
@@ -150,8 +150,8 @@ struct OperatorTests {
             environment: ["JOURNAL_STREAM": "8:12345"])
         defer { daemon.kill() }
         #expect(try daemon.readLine() == "listening on \(directory.address)")
-        let client = try NameServerClient.connect(to: directory.address)
-        #expect(try client.list().isEmpty)  // served: the server took the connection
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(try client.blockingList().isEmpty)  // served: the server took the connection
         client.close()
         #expect(waitFor { daemon.standardError().contains("<7>connection closed: pid \(getpid())") })
         #expect(daemon.standardError().hasPrefix("<5>listening on \(directory.address)"))
@@ -180,7 +180,7 @@ struct OperatorTests {
         defer { watcher.kill() }
         let textWatcher = try SpawnedProcess.spawn(ChildProcessPaths.portname, address + ["watch", "js."])
         defer { textWatcher.kill() }
-        let client = try NameServerClient.connect(to: directory.address)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
         #expect(try waitFor { try client.status().watches == 2 })
 
         let owner = try startOwner(directory.address, "js.one")

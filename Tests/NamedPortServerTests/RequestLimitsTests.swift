@@ -23,8 +23,8 @@ struct RequestLimitsTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
         defer { server.stop() }
-        let bystander = try NameServerClient.connect(to: directory.address)
-        try bystander.register("still.here", port: ReceivePort())
+        let bystander = try NameServerClient.blockingConnect(to: directory.address)
+        try bystander.blockingRegister("still.here", port: ReceivePort())
 
         let body = [UInt8](repeating: 0x41, count: 32 * 1024)
         var clients: [RawNameSocket] = []
@@ -40,8 +40,8 @@ struct RequestLimitsTests {
         }
         #expect(try waitFor { try server.counts().connections == 1 })
         #expect(try server.counts().bufferedRequestBytes == 0)
-        #expect(try bystander.list().map(\.name) == ["still.here"])
-        #expect(try NameServerClient.connect(to: directory.address).owner(of: "still.here").pid == getpid())
+        #expect(try bystander.blockingList().map(\.name) == ["still.here"])
+        #expect(try NameServerClient.blockingConnect(to: directory.address).blockingOwner(of: "still.here").pid == getpid())
     }
 
     /// A request of the largest size the protocol allows still goes through, and the
@@ -72,12 +72,12 @@ struct RequestLimitsTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(helloTimeout: .seconds(2)))
         defer { server.stop() }
-        let greeted = try NameServerClient.connect(to: directory.address)
+        let greeted = try NameServerClient.blockingConnect(to: directory.address)
         let silent = try RawNameSocket(address: directory.address)
         defer { silent.close() }
         #expect(try silent.isClosedByServer(within: .seconds(60)))
         #expect(try waitFor { try server.counts().connections == 1 })
-        #expect(try greeted.list().isEmpty)
+        #expect(try greeted.blockingList().isEmpty)
     }
 
     /// A request left half sent is closed after the request time-out, and the bytes kept
@@ -101,12 +101,12 @@ struct RequestLimitsTests {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address, policy: NameServerPolicy(idleTimeout: .seconds(1)))
         defer { server.stop() }
-        let owner = try NameServerClient.connect(to: directory.address)
-        try owner.register("kept", port: ReceivePort())
-        let idle = try NameServerClient.connect(to: directory.address)
-        #expect(try idle.list().map(\.name) == ["kept"])  // served, then silent
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        try owner.blockingRegister("kept", port: ReceivePort())
+        let idle = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(try idle.blockingList().map(\.name) == ["kept"])  // served, then silent
         #expect(try waitFor(.seconds(60)) { try server.counts().connections == 1 })
-        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try idle.list() }
-        #expect(try owner.list().map(\.name) == ["kept"])
+        #expect(throws: NameServerError.connectionLost(address: directory.address)) { try idle.blockingList() }
+        #expect(try owner.blockingList().map(\.name) == ["kept"])
     }
 }

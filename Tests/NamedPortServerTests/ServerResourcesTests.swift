@@ -19,10 +19,10 @@ struct ServerResourcesTests {
         defer { server.kill() }
         #expect(try server.readLine() == "listening on \(directory.address)")
         let loop = PortLoop()
-        let owner = try NameServerClient.connect(to: directory.address)
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
         let receiver = try loop.port { Array("x: \($0.text)".utf8) }
-        try owner.register("x", port: receiver)
-        let looker = try NameServerClient.connect(to: directory.address)
+        try owner.blockingRegister("x", port: receiver)
+        let looker = try NameServerClient.blockingConnect(to: directory.address)
 
         // Connect until the server has no descriptor left: the next client is told at once.
         // A generous timeout: a client left in the backlog would show as `timedOut`.
@@ -31,8 +31,8 @@ struct ServerResourcesTests {
         while refusal == nil && fillers.count < 200 {
             do {
                 // The first call takes the hello's answer: the refusal, if the server had to.
-                let filler = try NameServerClient.connect(to: directory.address, timeout: .seconds(60))
-                _ = try filler.list()
+                let filler = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(60))
+                _ = try filler.blockingList()
                 fillers.append(filler)
             } catch {
                 refusal = error
@@ -45,12 +45,12 @@ struct ServerResourcesTests {
         #expect(address == directory.address && reason.contains("out of descriptors"), "\(reason)")
         // Again, for a second client: the spare descriptor is taken back each time.
         #expect(throws: NameServerError.serverBusy(address: directory.address, reason: reason)) {
-            try NameServerClient.connect(to: directory.address, timeout: .seconds(60)).list()
+            try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(60)).blockingList()
         }
 
         // A lookup needs a socket pair: refused as busy, and the connection stays usable.
         do {
-            _ = try looker.lookup("x")
+            _ = try looker.blockingLookup("x")
             Issue.record("a lookup was brokered with no descriptor to spare")
         } catch {
             guard case .serverBusy(let address, let reason) = error else {
@@ -59,26 +59,26 @@ struct ServerResourcesTests {
             }
             #expect(address == directory.address && reason.contains("'x'"), "\(reason)")
         }
-        #expect(try looker.owner(of: "x").pid == getpid())
+        #expect(try looker.blockingOwner(of: "x").pid == getpid())
 
         // A register whose port the server cannot take is refused as busy: the owner's
         // connection stays, and with it the name it holds.
         let second = try loop.port { Array("y: \($0.text)".utf8) }
         #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "out of descriptors for the request's port")) {
-            try owner.register("y", port: second)
+            try owner.blockingRegister("y", port: second)
         }
-        #expect(try looker.owner(of: "x").pid == getpid())
-        #expect(throws: NameServerError.notFound(name: "y")) { try looker.owner(of: "y") }
+        #expect(try looker.blockingOwner(of: "x").pid == getpid())
+        #expect(throws: NameServerError.notFound(name: "y")) { try looker.blockingOwner(of: "y") }
 
         // Room again: everything works.
         for filler in fillers { filler.close() }
         fillers = []
         #expect(try waitFor(.seconds(60)) { try counts(server).contains("connections=2 ") })
-        let port = try looker.lookup("x")
+        let port = try looker.blockingLookup("x")
         #expect(try ask(port, "hi") == "x: hi")
         port.invalidate()
-        try owner.register("y", port: second)
-        let other = try looker.lookup("y")
+        try owner.blockingRegister("y", port: second)
+        let other = try looker.blockingLookup("y")
         #expect(try ask(other, "hi") == "y: hi")
         other.invalidate()
         second.invalidate()
@@ -102,11 +102,11 @@ struct ServerResourcesTests {
         #expect(try counts(server).contains("connections=0 "))
 
         // The limit is still whole for admitted users, and the one past it is told so.
-        let first = try NameServerClient.connect(to: directory.address)
-        let second = try NameServerClient.connect(to: directory.address)
+        let first = try NameServerClient.blockingConnect(to: directory.address)
+        let second = try NameServerClient.blockingConnect(to: directory.address)
         #expect(throws: NameServerError.serverBusy(address: directory.address, reason: "limit reached: at most 2 connections")) {
-            try NameServerClient.connect(to: directory.address).list()
+            try NameServerClient.blockingConnect(to: directory.address).blockingList()
         }
-        #expect(try first.list().isEmpty && second.list().isEmpty)
+        #expect(try first.blockingList().isEmpty && second.blockingList().isEmpty)
     }
 }

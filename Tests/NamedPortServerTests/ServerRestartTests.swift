@@ -55,8 +55,8 @@ struct ServerRestartTests {
         _ name: String, at address: String
     ) throws -> (PortLoop, NameServerClient, NameRegistration, Locked<[NameRegistrationState]>) {
         let loop = PortLoop()
-        let client = try NameServerClient.connect(to: address, reconnectingOn: loop.loop)
-        let registration = try client.register(name, port: loop.port { _ in Array("in process".utf8) })
+        let client = try NameServerClient.blockingConnect(to: address, reconnectingOn: loop.loop)
+        let registration = try client.blockingRegister(name, port: loop.port { _ in Array("in process".utf8) })
         let states = Locked<[NameRegistrationState]>([])
         registration.onStateChange(on: loop.loop) { state in states.withLock { $0.append(state) } }
         return (loop, client, registration, states)
@@ -73,8 +73,8 @@ struct ServerRestartTests {
 
         // A watcher on a connection of its own, which reconnects on a loop of its own.
         let watcherLoop = PortLoop()
-        let watcher = try NameServerClient.connect(to: address, reconnectingOn: watcherLoop.loop)
-        let watch = try watcher.watch(prefix: "restart.")
+        let watcher = try NameServerClient.blockingConnect(to: address, reconnectingOn: watcherLoop.loop)
+        let watch = try watcher.blockingWatch(prefix: "restart.")
         #expect(watch.initialOwners == [owner])
 
         // The serving process is held still, so that the new server is seen without its name first.
@@ -84,9 +84,9 @@ struct ServerRestartTests {
         #expect(try watch.next(timeout: .seconds(60)) == .vanished(owner))
 
         // A new client's lookup waits for the name.
-        let looker = try NameServerClient.connect(to: address)
+        let looker = try NameServerClient.blockingConnect(to: address)
         let reply = inBackground { () throws -> String in
-            try ask(looker.lookup(name, waitingUpTo: .seconds(120)), "hello again")
+            try ask(looker.blockingLookup(name, waitingUpTo: .seconds(120)), "hello again")
         }
         #expect(try waitFor { try looker.status().waitingLookups == 1 })
         serving.signal(SIGCONT)
@@ -95,8 +95,8 @@ struct ServerRestartTests {
         #expect(try watch.next(timeout: .seconds(60)) == .appeared(owner))
         let answered = reply.wait(until: .now + .seconds(120)) { $0 }
         #expect(try #require(answered).get() == "hello again")
-        #expect(try looker.owner(of: name).pid == serving.pid)
-        #expect(try looker.list() == [owner])
+        #expect(try looker.blockingOwner(of: name).pid == serving.pid)
+        #expect(try looker.blockingList() == [owner])
         #expect(try watch.next(timeout: .milliseconds(200)) == nil)
         #expect(waitFor { serving.standardError().contains("serving \(name) again (name server pid \(daemon.pid))") })
         #expect(serving.standardError().contains("went away; reconnecting"))
@@ -114,7 +114,7 @@ struct ServerRestartTests {
         #expect(waitFor(.seconds(60)) { states.withLock { $0 } == [.serverLost] })
         #expect(!client.isConnected)
         #expect(throws: NameServerError.serverUnavailable(address: address, reason: "the server went away; reconnecting")) {
-            try client.list()
+            try client.blockingList()
         }
 
         try daemon.start()
@@ -123,9 +123,9 @@ struct ServerRestartTests {
         #expect(client.isConnected)
         #expect(client.serverPID == daemon.pid && client.serverPID != firstPID)
         // The same port, reached from a new client.
-        let other = try NameServerClient.connect(to: address)
-        #expect(try ask(other.lookup("restart.handle"), "hi") == "in process")
-        #expect(try client.list().map(\.name) == ["restart.handle"])
+        let other = try NameServerClient.blockingConnect(to: address)
+        #expect(try ask(other.blockingLookup("restart.handle"), "hi") == "in process")
+        #expect(try client.blockingList().map(\.name) == ["restart.handle"])
 
         client.close()
         #expect(waitFor { states.withLock { $0 } == [.serverLost, .registeredAgain, .released] })
@@ -157,11 +157,11 @@ struct ServerRestartTests {
         #expect(waitFor(.seconds(60)) { states.withLock { $0 } == [.serverLost, .takenByAnother(ownerPID: taker.pid)] })
         #expect(registration.state == .takenByAnother(ownerPID: taker.pid))
         #expect(client.isConnected)
-        #expect(try client.owner(of: "restart.taken").pid == taker.pid)
+        #expect(try client.blockingOwner(of: "restart.taken").pid == taker.pid)
         // The taken name is no longer this client's: it can be registered again once free.
         taker.kill()
-        #expect(waitFor { (try? client.owner(of: "restart.taken")) == nil })
-        let again = try client.register("restart.taken", port: loop.port())
+        #expect(waitFor { (try? client.blockingOwner(of: "restart.taken")) == nil })
+        let again = try client.blockingRegister("restart.taken", port: loop.port())
         #expect(again.state == .registered)
     }
 
@@ -169,7 +169,7 @@ struct ServerRestartTests {
         let daemon = try Daemon()
         let address = daemon.address
         let (loop, client, first, firstStates) = try followedRegistration("restart.a", at: address)
-        let second = try client.register("restart.b", port: loop.port())
+        let second = try client.blockingRegister("restart.b", port: loop.port())
         let secondStates = Locked<[NameRegistrationState]>([])
         second.onStateChange(on: loop.loop) { state in secondStates.withLock { $0.append(state) } }
 
@@ -181,29 +181,29 @@ struct ServerRestartTests {
         #expect(waitFor(.seconds(60)) { secondStates.withLock { $0 } == [.serverLost, .failed(refused)] })
         #expect(firstStates.withLock { $0 } == [.serverLost, .registeredAgain])
         #expect(first.state == .registeredAgain && second.state == .failed(refused))
-        #expect(try client.list().map(\.name) == ["restart.a"])
+        #expect(try client.blockingList().map(\.name) == ["restart.a"])
     }
 
     @Test func aPortsNamesComeBackOnOneConnection() throws {
         let daemon = try Daemon()
         let address = daemon.address
         let loop = PortLoop()
-        let client = try NameServerClient.connect(to: address, reconnectingOn: loop.loop)
+        let client = try NameServerClient.blockingConnect(to: address, reconnectingOn: loop.loop)
         defer { client.close() }
         let port = try loop.port { _ in Array("shared".utf8) }
         let names = ["restart.x", "restart.y", "restart.z"]
-        let registrations = try names.map { try client.register($0, port: port) }
+        let registrations = try names.map { try client.blockingRegister($0, port: port) }
 
         try daemon.killForReal()
         try daemon.start()
         #expect(waitFor(.seconds(60)) { registrations.allSatisfy { $0.state == .registeredAgain } })
-        let other = try NameServerClient.connect(to: address)
+        let other = try NameServerClient.blockingConnect(to: address)
         defer { other.close() }
-        for name in names { #expect(try ask(other.lookup(name), name) == "shared") }
+        for name in names { #expect(try ask(other.blockingLookup(name), name) == "shared") }
         // The three names hold one connection into the port (and its hang-up watch): the
         // server closes two descriptors once they are all released, not six.
         let held = try Self.descriptors(of: daemon.pid)
-        for name in names { try client.unregister(name) }
+        for name in names { try client.blockingUnregister(name) }
         #expect(try waitFor { try Self.descriptors(of: daemon.pid) == held - 2 }, "held: \(held)")
     }
 
@@ -223,8 +223,8 @@ struct ServerRestartTests {
         #expect(try example.readLine(within: .seconds(60)) == "restart.example: server lost")
         try daemon.start()
         #expect(try example.readLine(within: .seconds(60)) == "restart.example: registered again")
-        let client = try NameServerClient.connect(to: address)
-        #expect(try ask(client.lookup("restart.example"), "again") == "hello, again! (from process \(example.pid))")
+        let client = try NameServerClient.blockingConnect(to: address)
+        #expect(try ask(client.blockingLookup("restart.example"), "again") == "hello, again! (from process \(example.pid))")
     }
 
     @Test func aResumedWatchReportsOnlyWhatChanged() {

@@ -23,7 +23,7 @@ struct ServerTrustTests {
 
         // Root (this test) connects to nobody's server: refused, naming the address and uid.
         do {
-            _ = try NameServerClient.connect(to: directory.address)
+            _ = try NameServerClient.blockingConnect(to: directory.address)
             Issue.record("a server of uid \(Self.nobody) was trusted")
         } catch {
             guard case .untrustedServer(let address, let owner, let reason) = error else {
@@ -37,8 +37,8 @@ struct ServerTrustTests {
         #expect(try waitFor { try counts(impostor).contains("connections=0") })
 
         // Named as trusted, the same server is used.
-        let client = try NameServerClient.connect(to: directory.address, trustedServerUsers: [Self.nobody])
-        #expect(try client.list().isEmpty)
+        let client = try NameServerClient.blockingConnect(to: directory.address, trustedServerUsers: [Self.nobody])
+        #expect(try client.blockingList().isEmpty)
     }
 
     /// A client that is not root (nobody) and a server of a third user (daemon): refused,

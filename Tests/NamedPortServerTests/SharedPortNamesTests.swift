@@ -14,42 +14,42 @@ struct SharedPortNamesTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let owner = try NameServerClient.connect(to: directory.address, timeout: .seconds(30))
+        let owner = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(30))
         defer { owner.close() }
         let loop = PortLoop()
         let port = try loop.port { Array("served \(String(decoding: $0.bytes, as: UTF8.self))".utf8) }
         defer { port.invalidate() }
-        let client = try NameServerClient.connect(to: directory.address, timeout: .seconds(30))
+        let client = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(30))
         defer { client.close() }
-        #expect(try owner.list().isEmpty && client.list().isEmpty)
+        #expect(try owner.blockingList().isEmpty && client.blockingList().isEmpty)
         let base = try descriptors(server)
 
         // The first name brings the port: a connection and its hang-up watch at the server.
-        try owner.register("shared.0", port: port)
+        try owner.blockingRegister("shared.0", port: port)
         #expect(try descriptors(server) == base + 2)
-        for index in 1..<200 { try owner.register("shared.\(index)", port: port) }
+        for index in 1..<200 { try owner.blockingRegister("shared.\(index)", port: port) }
         #expect(try descriptors(server) == base + 2)
         #expect(try counts(server).contains("names=200"))
 
         for name in ["shared.0", "shared.123", "shared.199"] {
-            let reached = try client.lookup(name)
+            let reached = try client.blockingLookup(name)
             #expect(try ask(reached, name) == "served \(name)")
             reached.invalidate()
         }
 
         // Released one by one, the names leave the connection up for the last.
-        for index in 0..<199 { try owner.unregister("shared.\(index)") }
+        for index in 0..<199 { try owner.blockingUnregister("shared.\(index)") }
         #expect(try descriptors(server) == base + 2)
-        let last = try client.lookup("shared.199")
+        let last = try client.blockingLookup("shared.199")
         #expect(try ask(last, "still") == "served still")
         last.invalidate()
-        try owner.unregister("shared.199")
+        try owner.blockingUnregister("shared.199")
         #expect(try waitFor { try descriptors(server) == base }, "server descriptors: base \(base)")
-        #expect(try client.list().isEmpty)
+        #expect(try client.blockingList().isEmpty)
 
         // Registered again, the port is sent again.
-        try owner.register("shared.again", port: port)
-        let again = try client.lookup("shared.again")
+        try owner.blockingRegister("shared.again", port: port)
+        let again = try client.blockingLookup("shared.again")
         #expect(try ask(again, "x") == "served x")
         again.invalidate()
     }
@@ -58,18 +58,18 @@ struct SharedPortNamesTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let owner = try NameServerClient.connect(to: directory.address, timeout: .seconds(30))
+        let owner = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(30))
         defer { owner.close() }
         let loop = PortLoop()
         let doomed = try loop.port()
         let kept = try loop.port()
         defer { kept.invalidate() }
-        for name in ["svc.c", "svc.a", "svc.b"] { try owner.register(name, port: doomed) }
-        try owner.register("svc.kept", port: kept)
+        for name in ["svc.c", "svc.a", "svc.b"] { try owner.blockingRegister(name, port: doomed) }
+        try owner.blockingRegister("svc.kept", port: kept)
 
-        let watcher = try NameServerClient.connect(to: directory.address, timeout: .seconds(30))
+        let watcher = try NameServerClient.blockingConnect(to: directory.address, timeout: .seconds(30))
         defer { watcher.close() }
-        let watch = try watcher.watch(prefix: "svc.")
+        let watch = try watcher.blockingWatch(prefix: "svc.")
         #expect(watch.initialOwners.map(\.name) == ["svc.a", "svc.b", "svc.c", "svc.kept"])
         doomed.invalidate()
         var vanished: [String] = []
@@ -81,10 +81,10 @@ struct SharedPortNamesTests {
             vanished.append(gone.name)
         }
         #expect(vanished == ["svc.a", "svc.b", "svc.c"])
-        #expect(try watcher.list().map(\.name) == ["svc.kept"])
+        #expect(try watcher.blockingList().map(\.name) == ["svc.kept"])
         // The owner's connection holds the kept name still, and takes the others again.
-        try owner.register("svc.a", port: kept)
-        #expect(try watcher.list().map(\.name) == ["svc.a", "svc.kept"])
+        try owner.blockingRegister("svc.a", port: kept)
+        #expect(try watcher.blockingList().map(\.name) == ["svc.a", "svc.kept"])
     }
 
     @Test func anAsyncRegisterNamesAHeldNameToo() async throws {
@@ -125,12 +125,12 @@ struct SharedPortNamesTests {
             }
         }
         defer { server.invalidate() }
-        let client = try NameServerClient.connect(to: directory.address)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
         defer { client.close() }
         let port = ReceivePort()
         defer { port.invalidate() }
-        let first = try client.register("a", port: port)
-        let second = try client.register("b", port: port)
+        let first = try client.blockingRegister("a", port: port)
+        let second = try client.blockingRegister("b", port: port)
         #expect(first.state == .registered && second.state == .registered)
         let (hello, register, same) = (NameOperation.hello.rawValue, NameOperation.register.rawValue, NameOperation.registerSame.rawValue)
         #expect(requests.withLock { $0 } == ["\(hello):0", "\(register):1", "\(same):0", "\(register):1"])

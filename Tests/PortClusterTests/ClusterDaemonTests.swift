@@ -52,10 +52,10 @@ struct ClusterDaemonTests {
         // B's own "shared", for B's host only, is accepted beside A's cluster name.
         let mine = try b.serve("shared", hostOnly: true)
         #expect(try clusterNames(etcd) == ["shared a \(shared.pid)"])
-        let client = try NameServerClient.connect(to: b.address)
+        let client = try NameServerClient.blockingConnect(to: b.address)
         defer { client.close() }
-        #expect(try client.owner(of: "shared").pid == mine.pid)
-        #expect(throws: NameServerError.notFound(name: "local-only")) { try client.lookup("local-only") }
+        #expect(try client.blockingOwner(of: "shared").pid == mine.pid)
+        #expect(throws: NameServerError.notFound(name: "local-only")) { try client.blockingLookup("local-only") }
         local.kill()
         shared.kill()
         mine.kill()
@@ -67,15 +67,15 @@ struct ClusterDaemonTests {
         let etcd = try EtcdServer()
         let a = try Node("a", etcd: etcd)
         let b = try Node("b", etcd: etcd)
-        let client = try NameServerClient.connect(to: b.address)
+        let client = try NameServerClient.blockingConnect(to: b.address)
         defer { client.close() }
-        let watch = try client.watch(prefix: "svc.")
+        let watch = try client.blockingWatch(prefix: "svc.")
         #expect(watch.initialOwners.isEmpty)
         let owner = try a.serve("svc.db")
         let uid = UInt32(getuid())
         let there = NameOwner(name: "svc.db", pid: owner.pid, uid: uid, node: "a")
         #expect(try watch.next(timeout: .seconds(60)) == .appeared(there))
-        #expect(try client.list() == [there])
+        #expect(try client.blockingList() == [there])
         let (status, output) = try ChildProcess.run(executable: SpawnedProcess.product("portname"), ["--address", b.address, "list"])
         #expect(status == 0 && output == "svc.db\t\(owner.pid)\t\(uid)\ta\n", "\(output)")
 
@@ -84,16 +84,16 @@ struct ClusterDaemonTests {
         let here = NameOwner(name: "svc.db", pid: mine.pid, uid: uid)
         #expect(try watch.next(timeout: .seconds(60)) == .vanished(there))
         #expect(try watch.next(timeout: .seconds(60)) == .appeared(here))
-        #expect(try client.list() == [here])
+        #expect(try client.blockingList() == [here])
         mine.kill()
         #expect(try watch.next(timeout: .seconds(60)) == .vanished(here))
         #expect(try watch.next(timeout: .seconds(60)) == .appeared(there))
 
         owner.kill()
         #expect(try watch.next(timeout: .seconds(60)) == .vanished(there))
-        #expect(try client.list().isEmpty)
+        #expect(try client.blockingList().isEmpty)
         // A watch started now begins from the same view.
-        #expect(try client.watch(prefix: "svc.").initialOwners.isEmpty)
+        #expect(try client.blockingWatch(prefix: "svc.").initialOwners.isEmpty)
     }
 
     @Test func aKilledNodesNamesLeaveTheDirectoryWhenItsLeaseExpires() throws {

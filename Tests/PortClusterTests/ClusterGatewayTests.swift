@@ -41,7 +41,7 @@ struct ClusterGatewayTests {
 
     private func open(_ name: String, at gateway: ClusterGateway) throws -> (SendPort, GatewayWire.Status?, String) {
         let port = try SendPort.connect(to: gateway.address, security: .plainLoopbackOnly)
-        let reply = try port.request(GatewayWire.open(name), receiveTimeout: .seconds(30))
+        let reply = try port.blockingRequest(GatewayWire.open(name), receiveTimeout: .seconds(30))
         let status = GatewayWire.status(of: reply)
         return (port, status?.0, status?.1 ?? "")
     }
@@ -57,7 +57,7 @@ struct ClusterGatewayTests {
         let replies = Recorder<String>()
         let threads = (0..<8).map { index in
             LoopThread { _ in
-                if let reply = try? port.request(Message(id: UInt32(10 * index), text: "req\(index)"), receiveTimeout: .seconds(30)) {
+                if let reply = try? port.blockingRequest(Message(id: UInt32(10 * index), text: "req\(index)"), receiveTimeout: .seconds(30)) {
                     replies.append("\(reply.id) \(reply.text)")
                 }
             }
@@ -73,7 +73,7 @@ struct ClusterGatewayTests {
         #expect(throws: PortError.cannotCrossHosts("a port")) {
             try port.send(Message(id: 1, components: [.port(owner.port.makeSendPort())]))
         }
-        #expect(try port.request(Message(id: 3, text: "still"), receiveTimeout: .seconds(30)).text == "llits")
+        #expect(try port.blockingRequest(Message(id: 3, text: "still"), receiveTimeout: .seconds(30)).text == "llits")
         #expect(gateway.relayingConnections == 1)
         port.invalidate()
         #expect(eventually(timeout: .seconds(30)) { gateway.relayingConnections == 0 })
@@ -87,12 +87,12 @@ struct ClusterGatewayTests {
         #expect(status == .notHere)
         #expect(detail == "no owner of elsewhere on this node")
         // The gateway hung up after answering.
-        #expect(throws: PortError.peerDied) { try refused.request(Message(id: 1, text: "x"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try refused.blockingRequest(Message(id: 1, text: "x"), receiveTimeout: .seconds(30)) }
 
         let rude = try SendPort.connect(to: gateway.address, security: .plainLoopbackOnly)
-        let answer = try rude.request(Message(id: 5, text: "hello"), receiveTimeout: .seconds(30))
+        let answer = try rude.blockingRequest(Message(id: 5, text: "hello"), receiveTimeout: .seconds(30))
         #expect(GatewayWire.status(of: answer)?.0 == .protocolError)
-        #expect(throws: PortError.peerDied) { try rude.request(Message(id: 6, text: "again"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try rude.blockingRequest(Message(id: 6, text: "again"), receiveTimeout: .seconds(30)) }
         #expect(owner.oneWay.all.isEmpty)
         #expect(gateway.relayingConnections == 0)
     }
@@ -103,13 +103,13 @@ struct ClusterGatewayTests {
         defer { gateway.close() }
         let (first, _, _) = try open("db", at: gateway)
         let (second, _, _) = try open("db", at: gateway)
-        #expect(try first.request(Message(id: 1, text: "ab"), receiveTimeout: .seconds(30)).text == "ba")
-        #expect(try second.request(Message(id: 1, text: "cd"), receiveTimeout: .seconds(30)).text == "dc")
+        #expect(try first.blockingRequest(Message(id: 1, text: "ab"), receiveTimeout: .seconds(30)).text == "ba")
+        #expect(try second.blockingRequest(Message(id: 1, text: "cd"), receiveTimeout: .seconds(30)).text == "dc")
 
         owner.port.invalidate()
         // Asked before or after the gateway saw the owner go, a request fails the same way.
         for port in [first, second] {
-            #expect(throws: PortError.peerDied) { try port.request(Message(id: 2, text: "x"), receiveTimeout: .seconds(30)) }
+            #expect(throws: PortError.peerDied) { try port.blockingRequest(Message(id: 2, text: "x"), receiveTimeout: .seconds(30)) }
         }
         #expect(eventually(timeout: .seconds(30)) { gateway.relayingConnections == 0 })
         // The name is no one's here any more: a new connection is refused.
@@ -136,7 +136,7 @@ struct ClusterCallTests {
         let port = try caller.connect(toName: "echo", security: .plainLoopbackOnly)
         #expect(port.remoteAddress == a.gateway?.description)
         for index in 0..<5 {
-            let reply = try port.request(Message(id: UInt32(index), text: "ping \(index)"), receiveTimeout: .seconds(30))
+            let reply = try port.blockingRequest(Message(id: UInt32(index), text: "ping \(index)"), receiveTimeout: .seconds(30))
             #expect(reply.id == UInt32(index))
             #expect(reply.text == "ping \(index)")
         }
@@ -146,12 +146,12 @@ struct ClusterCallTests {
         // A host name on A is not for other hosts: A's gateway refuses to open it.
         let hostOnly = try a.serve("here-only", echo: true, hostOnly: true)
         let direct = try SendPort.connect(to: try #require(a.gateway), security: .plainLoopbackOnly)
-        let answer = try direct.request(GatewayWire.open("here-only"), receiveTimeout: .seconds(30))
+        let answer = try direct.blockingRequest(GatewayWire.open("here-only"), receiveTimeout: .seconds(30))
         #expect(GatewayWire.status(of: answer)?.0 == .notHere)
         hostOnly.kill()
 
         owner.kill()
-        #expect(throws: PortError.peerDied) { try port.request(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try port.blockingRequest(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
         #expect(eventually(timeout: .seconds(30)) { changes.all.last == "-" })
         #expect(changes.all == ["+a \(owner.pid)", "-"])
     }
@@ -166,20 +166,20 @@ struct ClusterCallTests {
         let owner = try a.serve("echo", echo: true)
         #expect(eventually(timeout: .seconds(60)) { b.daemon.standardError().contains("cluster: echo held by process \(owner.pid) on node a") })
 
-        let client = try NameServerClient.connect(to: b.address)
+        let client = try NameServerClient.blockingConnect(to: b.address)
         defer { client.close() }
-        let port = try client.lookup("echo")
-        let second = try client.lookup("echo")
+        let port = try client.blockingLookup("echo")
+        let second = try client.blockingLookup("echo")
         for (index, each) in [port, second, port].enumerated() {
-            #expect(try each.request(Message(id: UInt32(index), text: "via b \(index)"), receiveTimeout: .seconds(30)).text == "via b \(index)")
+            #expect(try each.blockingRequest(Message(id: UInt32(index), text: "via b \(index)"), receiveTimeout: .seconds(30)).text == "via b \(index)")
         }
-        #expect(throws: NameServerError.notFound(name: "nobody")) { try client.lookup("nobody") }
+        #expect(throws: NameServerError.notFound(name: "nobody")) { try client.blockingLookup("nobody") }
 
         owner.kill()
-        #expect(throws: PortError.peerDied) { try port.request(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
-        #expect(throws: PortError.peerDied) { try second.request(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try port.blockingRequest(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try second.blockingRequest(Message(id: 9, text: "late"), receiveTimeout: .seconds(30)) }
         #expect(try eventually(timeout: .seconds(60)) {
-            do { _ = try client.lookup("echo") } catch NameServerError.notFound { return true }
+            do { _ = try client.blockingLookup("echo") } catch NameServerError.notFound { return true }
             return false
         })
     }
@@ -205,25 +205,25 @@ struct ClusterCallTests {
             #expect(eventually(timeout: .seconds(60)) { node.daemon.standardError().contains("cluster: echo held by process \(owner.pid) on node a") })
         }
 
-        let client = try NameServerClient.connect(to: b.address)
+        let client = try NameServerClient.blockingConnect(to: b.address)
         defer { client.close() }
-        let port = try client.lookup("echo")
-        #expect(try port.request(Message(id: 1, text: "over tls"), receiveTimeout: .seconds(30)).text == "over tls")
+        let port = try client.blockingLookup("echo")
+        #expect(try port.blockingRequest(Message(id: 1, text: "over tls"), receiveTimeout: .seconds(30)).text == "over tls")
 
         let caller = try ClusterNode(directory: etcd.endpoint, node: "caller")
         defer { caller.close() }
         #expect(eventually(timeout: .seconds(60)) { caller.owner(of: "echo") != nil })
         let direct = try caller.connect(toName: "echo", security: .secured(by: try certificates.tls("caller")))
         #expect(direct.remoteIdentity == "a")
-        #expect(try direct.request(Message(id: 2, text: "direct"), receiveTimeout: .seconds(30)).text == "direct")
+        #expect(try direct.blockingRequest(Message(id: 2, text: "direct"), receiveTimeout: .seconds(30)).text == "direct")
         // Plain TCP to a TLS gateway is refused too.
         #expect(throws: ClusterConnectError.self) { try caller.connect(toName: "echo", security: .plainLoopbackOnly, timeout: .seconds(5)) }
 
         // The stranger's handshake is refused by A's gateway: its server answers the
         // lookup with nothing it can use.
-        let strangerClient = try NameServerClient.connect(to: stranger.address)
+        let strangerClient = try NameServerClient.blockingConnect(to: stranger.address)
         defer { strangerClient.close() }
-        #expect(throws: NameServerError.notFound(name: "echo")) { try strangerClient.lookup("echo") }
+        #expect(throws: NameServerError.notFound(name: "echo")) { try strangerClient.blockingLookup("echo") }
         let foreign = TCPSecurity.secured(by: try certificates.foreignTLS("a"))
         let refusal = Result { () throws(ClusterConnectError) in try caller.connect(toName: "echo", security: foreign, timeout: .seconds(10)) }
         guard case .failure(.connection(_, _, .handshakeFailed)) = refusal else {
@@ -231,7 +231,7 @@ struct ClusterCallTests {
             return
         }
         // A still serves the cluster's own.
-        #expect(try port.request(Message(id: 3, text: "still"), receiveTimeout: .seconds(30)).text == "still")
+        #expect(try port.blockingRequest(Message(id: 3, text: "still"), receiveTimeout: .seconds(30)).text == "still")
         owner.kill()
     }
 }

@@ -79,10 +79,10 @@ struct SecuredDirectoryTests {
         let b = try PortnamedNode("b", etcd: etcd, extra: try tlsArguments("b"))
         let owner = try a.serve("echo", echo: true)
         #expect(eventually(timeout: .seconds(60)) { b.daemon.standardError().contains("cluster: echo held by process \(owner.pid) on node a") })
-        let client = try NameServerClient.connect(to: b.address)
+        let client = try NameServerClient.blockingConnect(to: b.address)
         defer { client.close() }
-        let port = try client.lookup("echo")
-        #expect(try port.request(Message(id: 1, text: "through https"), receiveTimeout: .seconds(30)).text == "through https")
+        let port = try client.blockingLookup("echo")
+        #expect(try port.blockingRequest(Message(id: 1, text: "through https"), receiveTimeout: .seconds(30)).text == "through https")
         // `portname list --cluster` reads the secured directory with a certificate too.
         let (listed, names) = try ChildProcess.run(
             executable: SpawnedProcess.product("portname"), ["list", "--cluster", etcd.endpoint] + (try tlsArguments("b")))

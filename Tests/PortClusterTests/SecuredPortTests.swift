@@ -51,10 +51,10 @@ struct SecuredPortTests {
         defer { port.invalidate() }
         #expect(port.remoteIdentity == "a")
         #expect(port.remoteAddress == "127.0.0.1:\(server.number)")
-        #expect(try port.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(60)).text == "answer to first")
+        #expect(try port.blockingRequest(Message(id: 1, text: "first"), receiveTimeout: .seconds(60)).text == "answer to first")
         try port.send(Message(id: 2, text: "one-way 1"), timeout: .seconds(30))
         try port.send(Message(id: 3, text: "one-way 2"), timeout: .seconds(30))
-        #expect(try port.request(Message(id: 4, text: "last"), receiveTimeout: .seconds(60)).text == "answer to last")
+        #expect(try port.blockingRequest(Message(id: 4, text: "last"), receiveTimeout: .seconds(60)).text == "answer to last")
         #expect(eventually(timeout: .seconds(60)) { server.received.count == 4 })
         let received = server.received.all
         #expect(received.map(\.text) == ["first", "one-way 1", "one-way 2", "last"])
@@ -97,14 +97,14 @@ struct SecuredPortTests {
         defer { server.stop() }
         let plain = try SendPort.connect(to: server.address, security: .plainLoopbackOnly, timeout: .seconds(60))
         defer { plain.invalidate() }
-        #expect(throws: PortError.peerDied) { try plain.request(Message(id: 1, text: "plain"), receiveTimeout: .seconds(60)) }
+        #expect(throws: PortError.peerDied) { try plain.blockingRequest(Message(id: 1, text: "plain"), receiveTimeout: .seconds(60)) }
         let plainServer = try SecuredServer(security: .plainLoopbackOnly)
         defer { plainServer.stop() }
         let refused = try #require(refusal(plainServer, as: try fixture.certificates.tls("b")))
         #expect(refused.address == "127.0.0.1:\(plainServer.number)")
         let member = try connect(server, as: try fixture.certificates.tls("b"))
         defer { member.invalidate() }
-        #expect(try member.request(Message(id: 2, text: "member"), receiveTimeout: .seconds(60)).text == "answer to member")
+        #expect(try member.blockingRequest(Message(id: 2, text: "member"), receiveTimeout: .seconds(60)).text == "answer to member")
         #expect(server.received.all.map(\.text) == ["member"])
         #expect(plainServer.received.all.isEmpty)
     }
@@ -141,7 +141,7 @@ struct SecuredPortTests {
         let port = try connect(server, as: try fixture.certificates.tls("b"))
         defer { port.invalidate() }
         let bytes = (0..<(1024 * 1024 + 17)).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
-        let reply = try port.request(Message(id: 9, bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(120))
+        let reply = try port.blockingRequest(Message(id: 9, bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(120))
         #expect(reply.bytes == Array(bytes.reversed()))
         #expect(server.received.all.map(\.bytes) == [bytes])
     }
@@ -161,7 +161,7 @@ struct SecuredPortTests {
             LoopThread(name: "requester-\(thread)") { _ in
                 for round in 0..<25 {
                     let bytes = [UInt8](repeating: UInt8(thread * 25 + round), count: 40_000 + thread * 1000)
-                    let reply = try? port.request(Message(id: UInt32(round), bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(120))
+                    let reply = try? port.blockingRequest(Message(id: UInt32(round), bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(120))
                     answers.append(reply?.bytes == bytes + bytes)
                 }
             }
@@ -180,16 +180,16 @@ struct SecuredPortTests {
         defer { server.stop() }
         let member = try connect(server, as: try fixture.certificates.tls("b"))
         defer { member.invalidate() }
-        #expect(try member.request(Message(id: 1, text: "before"), receiveTimeout: .seconds(60)).text == "answer to before")
+        #expect(try member.blockingRequest(Message(id: 1, text: "before"), receiveTimeout: .seconds(60)).text == "answer to before")
 
         let stranger = try fixture.certificates.foreignTLS("c", trustingBoth: true)
         let refused = try #require(refusal(server, as: stranger))
         #expect(refused.address == "127.0.0.1:\(server.number)")
         #expect(refused.reason.contains("unknown ca"), "reason: \(refused.reason)")
-        #expect(try member.request(Message(id: 2, text: "after"), receiveTimeout: .seconds(60)).text == "answer to after")
+        #expect(try member.blockingRequest(Message(id: 2, text: "after"), receiveTimeout: .seconds(60)).text == "answer to after")
         let latecomer = try connect(server, as: try fixture.certificates.tls("c"))
         defer { latecomer.invalidate() }
-        #expect(try latecomer.request(Message(id: 3, text: "late"), receiveTimeout: .seconds(60)).text == "answer to late")
+        #expect(try latecomer.blockingRequest(Message(id: 3, text: "late"), receiveTimeout: .seconds(60)).text == "answer to late")
         #expect(eventually(timeout: .seconds(60)) { server.peers.count == 2 })
         #expect(server.peers.map(\.remoteIdentity) == ["b", "c"])
         #expect(server.received.all.map(\.text) == ["before", "after", "late"])
@@ -222,7 +222,7 @@ struct SecuredPortTests {
         #expect(reason.contains("certificate required"), "reason: \(reason)")
         let member = try connect(server, as: try fixture.certificates.tls("b"))
         defer { member.invalidate() }
-        #expect(try member.request(Message(id: 1, text: "member"), receiveTimeout: .seconds(60)).text == "answer to member")
+        #expect(try member.blockingRequest(Message(id: 1, text: "member"), receiveTimeout: .seconds(60)).text == "answer to member")
         #expect(server.peers.map(\.remoteIdentity) == ["b"])
     }
 
@@ -237,7 +237,7 @@ struct SecuredPortTests {
         defer { try? silent.close() }
         let member = try connect(server, as: try fixture.certificates.tls("b"))
         defer { member.invalidate() }
-        #expect(try member.request(Message(id: 1, text: "meanwhile"), receiveTimeout: .seconds(60)).text == "answer to meanwhile")
+        #expect(try member.blockingRequest(Message(id: 1, text: "meanwhile"), receiveTimeout: .seconds(60)).text == "answer to meanwhile")
         // The server ends the silent connection: its end reads as the end of the stream.
         let ready = try silent.poll(CShort(POLLIN), timeout: ReceivePort.handshakeTimeout + .seconds(60))
         #expect(ready != 0)
@@ -259,11 +259,11 @@ struct SecuredPortTests {
         #expect(throws: PortError.cannotCrossHosts("a file descriptor")) { try port.send(withDescriptor, timeout: .seconds(10)) }
         var withPort = Message(id: 1, text: "a port")
         withPort.components.append(.port(local.makeSendPort()))
-        #expect(throws: PortError.cannotCrossHosts("a port")) { try port.request(withPort, receiveTimeout: .seconds(10)) }
+        #expect(throws: PortError.cannotCrossHosts("a port")) { try port.blockingRequest(withPort, receiveTimeout: .seconds(10)) }
         let withReplyPort = Message(id: 1, text: "a reply port", replyPort: local.makeSendPort())
         #expect(throws: PortError.cannotCrossHosts("a reply port")) { try port.send(withReplyPort, timeout: .seconds(10)) }
         // Nothing went, and the connection is still good.
-        #expect(try port.request(Message(id: 2, text: "bytes"), receiveTimeout: .seconds(60)).text == "answer to bytes")
+        #expect(try port.blockingRequest(Message(id: 2, text: "bytes"), receiveTimeout: .seconds(60)).text == "answer to bytes")
         #expect(server.received.all.map(\.text) == ["bytes"])
     }
 
@@ -274,11 +274,11 @@ struct SecuredPortTests {
         let server = try SecuredServer(security: .secured(by: try fixture.certificates.tls("a")))
         let port = try connect(server, as: try fixture.certificates.tls("b"))
         defer { port.invalidate() }
-        #expect(try port.request(Message(id: 1, text: "ping"), receiveTimeout: .seconds(60)).text == "answer to ping")
+        #expect(try port.blockingRequest(Message(id: 1, text: "ping"), receiveTimeout: .seconds(60)).text == "answer to ping")
         let peer = try #require(server.peers.first)
         server.stop()
         #expect(!peer.isConnected)
-        #expect(throws: PortError.peerDied) { try port.request(Message(id: 2, text: "gone?"), receiveTimeout: .seconds(60)) }
+        #expect(throws: PortError.peerDied) { try port.blockingRequest(Message(id: 2, text: "gone?"), receiveTimeout: .seconds(60)) }
         #expect(throws: PortError.peerDied) { try port.send(Message(id: 3, text: "after"), timeout: .seconds(10)) }
         #expect(!port.isValid || port.remoteAddress == nil)
         #expect(server.received.all.map(\.text) == ["ping"])
@@ -292,7 +292,7 @@ struct SecuredPortTests {
         #expect(server.port.listeningAddress == .tcp(host: "0.0.0.0", port: server.number))
         let port = try connect(server, as: try fixture.certificates.tls("b"))
         defer { port.invalidate() }
-        #expect(try port.request(Message(id: 1, text: "any"), receiveTimeout: .seconds(60)).text == "answer to any")
+        #expect(try port.blockingRequest(Message(id: 1, text: "any"), receiveTimeout: .seconds(60)).text == "answer to any")
         let plain = ReceivePort()
         defer { plain.invalidate() }
         #expect(throws: PortError.self) { try plain.listen(at: .tcp(host: "0.0.0.0", port: 0), security: .plainLoopbackOnly) }

@@ -33,7 +33,7 @@ struct CheckInHandlerTests {
         #expect(checkIn.id == PortCheckIn.defaultMessageID)
         #expect(checkIn.sender?.pid == getpid())
         let workerPort = try #require(checkIn.replyPort)
-        #expect(try workerPort.request(Message(id: 1, text: "a job"), receiveTimeout: .seconds(30)).text == "worker got a job")
+        #expect(try workerPort.blockingRequest(Message(id: 1, text: "a job"), receiveTimeout: .seconds(30)).text == "worker got a job")
         // Handed to the handler, it is not also waiting for `awaitWorker`.
         #expect(throws: PortError.receiveTimedOut) { try PortCheckIn.awaitWorker(on: boss.port, timeout: .milliseconds(200)) }
     }

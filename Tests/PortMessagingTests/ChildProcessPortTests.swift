@@ -11,7 +11,7 @@ struct ChildProcessPortTests {
     func checkInWithAChildThenMessagesBothWays(channel: ChildWorker.Channel) throws {
         let child = try WorkerChild(channel: channel)
         defer { child.finish() }
-        let reply = try child.worker.request(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(30))
+        let reply = try child.worker.blockingRequest(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(30))
         #expect(reply.text == "ping")
         try child.worker.send(Message(id: WorkerOp.sendBack), timeout: .seconds(10))
         #expect(eventually { child.boss.received.all.contains { $0.text == "one-way from the child" } })
@@ -21,10 +21,10 @@ struct ChildProcessPortTests {
         let child = try WorkerChild()
         defer { child.finish() }
         #expect(throws: PortError.receiveTimedOut) {
-            try child.worker.request(Message(id: WorkerOp.sleepThenReply, text: "800"), receiveTimeout: .milliseconds(100))
+            try child.worker.blockingRequest(Message(id: WorkerOp.sleepThenReply, text: "800"), receiveTimeout: .milliseconds(100))
         }
         // The late reply is discarded; the next request gets its own reply.
-        let reply = try child.worker.request(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
+        let reply = try child.worker.blockingRequest(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
         #expect(reply.text == "after")
     }
 
@@ -42,7 +42,7 @@ struct ChildProcessPortTests {
             let ticks = Counter()
             let timer = LoopTimer(after: .milliseconds(10), repeating: .milliseconds(10)) { _ in ticks.increment() }
             try? loop.add(timer, forMode: .common)
-            let reply = try? worker.request(Message(id: WorkerOp.sleepThenReply, text: "400"), receiveTimeout: .seconds(60))
+            let reply = try? worker.blockingRequest(Message(id: WorkerOp.sleepThenReply, text: "400"), receiveTimeout: .seconds(60))
             timer.invalidate()
             outcome.withLock { $0 = (reply?.text, ticks.count) }
         }
@@ -52,7 +52,7 @@ struct ChildProcessPortTests {
         // 400 ms at one tick per 10 ms: about 40; a handful proves the loop ran.
         #expect(result.ticksWhileWaiting >= 5)
         // And the connection still serves the quick path afterwards.
-        let again = try worker.request(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
+        let again = try worker.blockingRequest(Message(id: WorkerOp.echo, text: "after"), receiveTimeout: .seconds(30))
         #expect(again.text == "after")
     }
 
@@ -61,7 +61,7 @@ struct ChildProcessPortTests {
         let child = try WorkerChild()
         defer { child.finish() }
         let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        let reply = try child.worker.request(Message(id: WorkerOp.echo, bytes: bytes), receiveTimeout: .seconds(60))
+        let reply = try child.worker.blockingRequest(Message(id: WorkerOp.echo, bytes: bytes), receiveTimeout: .seconds(60))
         #expect(reply.bytes == bytes)
     }
 
@@ -73,14 +73,14 @@ struct ChildProcessPortTests {
             try child.worker.send(Message(id: WorkerOp.echo, bytes: tooBig))
         }
         // The connection is intact.
-        #expect(try child.worker.request(Message(id: WorkerOp.echo, text: "still here")).text == "still here")
+        #expect(try child.worker.blockingRequest(Message(id: WorkerOp.echo, text: "still here")).text == "still here")
     }
 
     @Test func aHundredThousandMessagesToAChildArriveInOrder() throws {
         let child = try WorkerChild()
         defer { child.finish() }
         for i in 0..<100_000 { try child.worker.send(streamMessage(UInt64(i)), timeout: .seconds(30)) }
-        let report = try child.worker.request(Message(id: WorkerOp.streamReport), receiveTimeout: .seconds(60))
+        let report = try child.worker.blockingRequest(Message(id: WorkerOp.streamReport), receiveTimeout: .seconds(60))
         #expect(report.text == "100000 true")
     }
 
@@ -99,7 +99,7 @@ struct ChildProcessPortTests {
         defer { child.finish() }
         let pipe = try FileDescriptor.pipe()
         defer { try? pipe.read.close() }
-        let reply = try child.worker.request(Message(id: WorkerOp.writeToDescriptor, components: [.descriptor(pipe.write.rawValue)]))
+        let reply = try child.worker.blockingRequest(Message(id: WorkerOp.writeToDescriptor, components: [.descriptor(pipe.write.rawValue)]))
         try pipe.write.close()
         #expect(reply.text == "wrote 1")
         var buffer = [UInt8](repeating: 0, count: 64)
@@ -112,7 +112,7 @@ struct ChildProcessPortTests {
         defer { child.finish() }
         let third = ServedPort()
         defer { third.stop() }
-        let reply = try child.worker.request(
+        let reply = try child.worker.blockingRequest(
             Message(id: WorkerOp.talkToPassedPort, components: [.port(third.port.makeSendPort())]))
         #expect(reply.text == "sent to 1")
         #expect(eventually { third.received.all.map(\.text) == ["hello from the child"] })
@@ -137,7 +137,7 @@ struct ChildProcessPortTests {
         let worker = child.worker
         let requester = LoopThread(name: "requester") { _ in
             let result = Result { () throws(PortError) -> Message in
-                try worker.request(Message(id: WorkerOp.sleepThenReply, text: "20000"), receiveTimeout: .seconds(60))
+                try worker.blockingRequest(Message(id: WorkerOp.sleepThenReply, text: "20000"), receiveTimeout: .seconds(60))
             }
             outcome.withLock { $0 = result }
         }

@@ -37,7 +37,7 @@ struct CompletionRequestTests {
         #expect(eventually(timeout: .seconds(30)) { outcomes.recorded.all.count == 3 })
         #expect(outcomes.texts == ["third", "reply 2", "reply 1"])
         // Exactly once: nothing more comes.
-        #expect(try port.request(Message(id: 3), receiveTimeout: .seconds(30)).text == "third")
+        #expect(try port.blockingRequest(Message(id: 3), receiveTimeout: .seconds(30)).text == "third")
         #expect(outcomes.recorded.all.count == 3)
     }
 
@@ -55,7 +55,7 @@ struct CompletionRequestTests {
         #expect(eventually(timeout: .seconds(30)) { outcomes.recorded.all.count == 1 })
         #expect(outcomes.recorded.all.first?.error == .receiveTimedOut)
         #expect(held.withLock { $0 }?.reply(Message(id: 1, text: "late")) == true)
-        #expect(try port.request(Message(id: 2), receiveTimeout: .seconds(30)).text == "on time")
+        #expect(try port.blockingRequest(Message(id: 2), receiveTimeout: .seconds(30)).text == "on time")
         #expect(outcomes.recorded.all.count == 1)
     }
 
@@ -110,6 +110,6 @@ struct CompletionRequestTests {
         #expect(eventually(timeout: .seconds(30)) { whereCompleted.all.count == 3 })
         #expect(whereCompleted.all == ["reply 1 on chosen", "reply 2 on chosen", "reply 3 on chosen"])
         // A blocking request on the same port is handed its reply by that loop too.
-        #expect(try port.request(Message(id: 4), receiveTimeout: .seconds(30)).text == "reply 4")
+        #expect(try port.blockingRequest(Message(id: 4), receiveTimeout: .seconds(30)).text == "reply 4")
     }
 }

@@ -49,7 +49,7 @@ struct ConnectionCloseTests {
         let client = SendPort(connection: Connection(.socket(try mine.duplicate())))
         defer { client.invalidate() }
         // Answered: the connection is bound to the port's loop.
-        #expect(try client.request(Message(id: 1), receiveTimeout: .seconds(30)).id == 1)
+        #expect(try client.blockingRequest(Message(id: 1), receiveTimeout: .seconds(30)).id == 1)
         if onLoop {
             try served.thread.loop.perform { served.port.invalidate() }
         } else {

@@ -61,7 +61,7 @@ struct DeferredReplyTests {
         }
         defer { _ = answerer.join() }
         for index in 0..<3 {
-            let reply = try port.request(Message(id: UInt32(10 + index)), receiveTimeout: .seconds(60))
+            let reply = try port.blockingRequest(Message(id: UInt32(10 + index)), receiveTimeout: .seconds(60))
             #expect(reply.text == "later \(index)")
             #expect(reply.id == UInt32(10 + index))
         }
@@ -76,10 +76,10 @@ struct DeferredReplyTests {
         let port = try served.sendPort(route)
         defer { port.invalidate() }
         let start = ContinuousClock.now
-        #expect(throws: PortError.noReply) { try port.request(Message(id: 1), receiveTimeout: .seconds(600)) }
+        #expect(throws: PortError.noReply) { try port.blockingRequest(Message(id: 1), receiveTimeout: .seconds(600)) }
         // Not the receive timeout: the refusal ended the wait (generous, for a slow machine).
         #expect(ContinuousClock.now - start < .seconds(300))
-        #expect(throws: PortError.noReply) { try port.request(Message(id: 2), receiveTimeout: .seconds(600)) }
+        #expect(throws: PortError.noReply) { try port.blockingRequest(Message(id: 2), receiveTimeout: .seconds(600)) }
     }
 
     @Test(arguments: Route.allCases)
@@ -89,7 +89,7 @@ struct DeferredReplyTests {
         let port = try served.sendPort(route)
         defer { port.invalidate() }
         // The first request gives up before its reply comes.
-        #expect(throws: PortError.receiveTimedOut) { try port.request(Message(id: 1), receiveTimeout: .milliseconds(200)) }
+        #expect(throws: PortError.receiveTimedOut) { try port.blockingRequest(Message(id: 1), receiveTimeout: .milliseconds(200)) }
         #expect(eventually { served.kept.count == 1 })
         let late = served.kept.all[0]
         // The second is refused explicitly...
@@ -99,7 +99,7 @@ struct DeferredReplyTests {
             #expect(served.kept.all[1].refuse())
             #expect(!served.kept.all[1].reply(Message(text: "after the refusal")))
         }
-        #expect(throws: PortError.noReply) { try port.request(Message(id: 2), receiveTimeout: .seconds(60)) }
+        #expect(throws: PortError.noReply) { try port.blockingRequest(Message(id: 2), receiveTimeout: .seconds(60)) }
         _ = refuser.join()
         // ...and the third gets its own answer, never the first one's late reply.
         let third = LoopThread(name: "third") { _ in
@@ -107,7 +107,7 @@ struct DeferredReplyTests {
             served.kept.all[2].reply(Message(id: 3, text: "third"))
         }
         defer { _ = third.join() }
-        #expect(try port.request(Message(id: 3), receiveTimeout: .seconds(60)).text == "third")
+        #expect(try port.blockingRequest(Message(id: 3), receiveTimeout: .seconds(60)).text == "third")
         #expect(late.isAnswered)
     }
 
@@ -127,7 +127,7 @@ struct DeferredReplyTests {
             LoopThread(name: "requester-\(index)") { _ in
                 do {
                     let id = UInt32(100 + index)
-                    let reply = try port.request(Message(id: id, text: "\(index)"), receiveTimeout: .seconds(120))
+                    let reply = try port.blockingRequest(Message(id: id, text: "\(index)"), receiveTimeout: .seconds(120))
                     replies.append((id, reply.text))
                 } catch {
                     failures.append("\(index): \(error)")
@@ -145,11 +145,11 @@ struct DeferredReplyTests {
         for (sent, got) in replies.all { #expect(got == "answer to \(sent)") }
         // One that gives up meanwhile leaves the others' replies alone.
         let patient = LoopThread(name: "patient") { _ in
-            let reply = try? port.request(Message(id: 7, text: "patient"), receiveTimeout: .seconds(120))
+            let reply = try? port.blockingRequest(Message(id: 7, text: "patient"), receiveTimeout: .seconds(120))
             replies.append((7, reply?.text ?? "none"))
         }
         #expect(eventually(timeout: .seconds(60)) { served.kept.count == count + 1 })
-        #expect(throws: PortError.receiveTimedOut) { try port.request(Message(id: 8), receiveTimeout: .milliseconds(300)) }
+        #expect(throws: PortError.receiveTimedOut) { try port.blockingRequest(Message(id: 8), receiveTimeout: .milliseconds(300)) }
         #expect(eventually(timeout: .seconds(60)) { served.kept.count == count + 2 })
         served.kept.all[count + 1].reply(Message(id: 8, text: "too late for 8"))
         served.kept.all[count].reply(Message(id: 7, text: "answer to 7"))
@@ -171,7 +171,7 @@ struct DeferredReplyTests {
         #expect(eventually(timeout: .seconds(60)) { served.kept.count == 1 })
         let behindReplies = Recorder<String>()
         let behind = LoopThread(name: "behind") { _ in
-            let reply = try? port.request(Message(id: 2, text: "behind"), receiveTimeout: .seconds(120))
+            let reply = try? port.blockingRequest(Message(id: 2, text: "behind"), receiveTimeout: .seconds(120))
             behindReplies.append(reply?.text ?? "none")
         }
         #expect(eventually(timeout: .seconds(60)) { served.kept.count == 2 })

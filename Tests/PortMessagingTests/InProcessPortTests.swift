@@ -30,7 +30,7 @@ struct InProcessPortTests {
     @Test func requestReply() throws {
         let served = ServedPort { Message(id: $0.id + 1, text: "re: " + $0.text) }
         defer { served.stop() }
-        let reply = try served.port.makeSendPort().request(Message(id: 41, text: "hello"))
+        let reply = try served.port.makeSendPort().blockingRequest(Message(id: 41, text: "hello"))
         #expect(reply.id == 42)
         #expect(reply.text == "re: hello")
     }
@@ -47,7 +47,7 @@ struct InProcessPortTests {
         let port = ReceivePort()
         try port.schedule(on: loop) { Message(id: $0.id, text: "same thread") }
         defer { port.invalidate() }
-        let reply = try port.makeSendPort().request(Message(id: 5), receiveTimeout: .seconds(30))
+        let reply = try port.makeSendPort().blockingRequest(Message(id: 5), receiveTimeout: .seconds(30))
         #expect(reply.text == "same thread")
     }
 
@@ -56,7 +56,7 @@ struct InProcessPortTests {
         let served = ServedPort { _ in gate.wait(); return Message(text: "late") }
         defer { gate.signal(); served.stop() }
         #expect(throws: PortError.receiveTimedOut) {
-            try served.port.makeSendPort().request(Message(id: 1), receiveTimeout: .milliseconds(100))
+            try served.port.makeSendPort().blockingRequest(Message(id: 1), receiveTimeout: .milliseconds(100))
         }
     }
 
@@ -134,7 +134,7 @@ struct InProcessPortTests {
             _ = try! loop.run(mode: .default, until: .now + .seconds(120))
         }
         let workerPort = try PortCheckIn.awaitWorker(on: boss.port, timeout: .seconds(30))
-        let reply = try workerPort.request(Message(id: 1, text: "a job"))
+        let reply = try workerPort.blockingRequest(Message(id: 1, text: "a job"))
         #expect(reply.text == "worker got a job")
         #expect(eventually { boss.received.all.map(\.text) == ["hello boss"] })
         worker.loop.stop()
@@ -156,7 +156,7 @@ struct InProcessPortTests {
         try sender.onInvalidation(on: watcher.loop) { _ in told.increment() }
         let outcome = Locked<Result<Message, PortError>?>(nil)
         let requester = LoopThread(name: "requester") { _ in
-            let result = Result { () throws(PortError) -> Message in try sender.request(Message(id: 1), receiveTimeout: .seconds(60)) }
+            let result = Result { () throws(PortError) -> Message in try sender.blockingRequest(Message(id: 1), receiveTimeout: .seconds(60)) }
             outcome.withLock { $0 = result }
         }
         #expect(eventually { !served.port.isValid || served.received.count == 1 })

@@ -34,12 +34,12 @@ struct ListeningPortTests {
         #expect(served.port.listeningAddress == address)
         let port = try SendPort.connect(to: address)
         defer { port.invalidate() }
-        #expect(try port.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(30)).text == "answer to first")
+        #expect(try port.blockingRequest(Message(id: 1, text: "first"), receiveTimeout: .seconds(30)).text == "answer to first")
         try port.send(Message(id: 2, text: "one-way"), timeout: .seconds(10))
         // A second peer is a connection of its own into the same port.
         let other = try SendPort.connect(to: address)
         defer { other.invalidate() }
-        #expect(try other.request(Message(id: 3, text: "second"), receiveTimeout: .seconds(30)).text == "answer to second")
+        #expect(try other.blockingRequest(Message(id: 3, text: "second"), receiveTimeout: .seconds(30)).text == "answer to second")
         #expect(eventually { served.received.count == 3 })
         #expect(Set(served.received.all.map(\.text)) == ["first", "one-way", "second"])
         #expect(served.received.all.allSatisfy { $0.sender?.pid == getpid() })
@@ -104,7 +104,7 @@ struct ListeningPortTests {
         let served = ServedPort { Message(id: $0.id, text: "fresh") }
         defer { served.stop() }
         try served.port.listen(at: address)
-        #expect(try SendPort.connect(to: address).request(Message(id: 1), receiveTimeout: .seconds(30)).text == "fresh")
+        #expect(try SendPort.connect(to: address).blockingRequest(Message(id: 1), receiveTimeout: .seconds(30)).text == "fresh")
         // Nothing that is not a socket is ever removed.
         let plain = directory + "/plain"
         #expect(FileManager.default.createFile(atPath: plain, contents: Data("keep".utf8)))

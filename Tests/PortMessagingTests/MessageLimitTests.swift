@@ -30,7 +30,7 @@ enum EchoRoute: String, CaseIterable, CustomTestStringConvertible {
 struct MessageLimitTests {
     /// After a refusal the port still answers.
     private func expectStillWorks(_ port: SendPort, _ route: EchoRoute) throws {
-        let reply = try port.request(Message(id: WorkerOp.echo, text: "still here"), receiveTimeout: .seconds(60))
+        let reply = try port.blockingRequest(Message(id: WorkerOp.echo, text: "still here"), receiveTimeout: .seconds(60))
         #expect(reply.text == "still here", "\(route)")
     }
 
@@ -43,7 +43,7 @@ struct MessageLimitTests {
             try port.send(message, timeout: .seconds(10))
         }
         #expect(throws: PortError.tooManyComponents(count: 2000, limit: Message.maxComponents)) {
-            try port.request(message, receiveTimeout: .seconds(10))
+            try port.blockingRequest(message, receiveTimeout: .seconds(10))
         }
         // Exactly at the limit goes through.
         let atLimit = Message(id: WorkerOp.echo, components: Array(repeating: .data([2]), count: Message.maxComponents))
@@ -94,11 +94,11 @@ struct MessageLimitTests {
             try port.send(Message(bytes: tooBig), timeout: .seconds(10))
         }
         #expect(throws: PortError.messageTooLarge(size: tooBig.count, limit: limit)) {
-            try port.request(Message(bytes: tooBig), receiveTimeout: .seconds(10))
+            try port.blockingRequest(Message(bytes: tooBig), receiveTimeout: .seconds(10))
         }
         #expect(port.isValid)
         let atLimit = [UInt8](repeating: 4, count: limit)
-        #expect(try port.request(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
+        #expect(try port.blockingRequest(Message(bytes: atLimit), receiveTimeout: .seconds(60)).bytes == atLimit)
         try expectStillWorks(port, .socket)
     }
 

@@ -15,7 +15,7 @@ struct SenderCredentialsTests {
         defer { served.stop() }
         let port = served.port.makeSendPort()
         try port.send(Message(id: 1, text: "one-way"), timeout: .seconds(10))
-        let reply = try port.request(Message(id: 2, text: "request"), receiveTimeout: .seconds(30))
+        let reply = try port.blockingRequest(Message(id: 2, text: "request"), receiveTimeout: .seconds(30))
         #expect(eventually { served.received.count == 2 })
         #expect(served.received.all.map(\.sender) == [me, me])
         #expect(reply.text == "request")
@@ -28,7 +28,7 @@ struct SenderCredentialsTests {
         defer { served.stop() }
         let port = SendPort(adoptingSocket: try served.port.makeSendPort().transferableEnd().end)
         defer { port.invalidate() }
-        let reply = try port.request(Message(id: 2, text: "request"), receiveTimeout: .seconds(30))
+        let reply = try port.blockingRequest(Message(id: 2, text: "request"), receiveTimeout: .seconds(30))
         #expect(reply.sender == me)
         #expect(served.received.all.first?.sender == me)
     }
@@ -38,7 +38,7 @@ struct SenderCredentialsTests {
         let child = try WorkerChild(channel: channel)
         defer { child.finish() }
         let expected = SenderCredentials(pid: child.child.pid, uid: getuid(), gid: getgid())
-        let reply = try child.worker.request(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(30))
+        let reply = try child.worker.blockingRequest(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(30))
         #expect(reply.sender == expected)
         try child.worker.send(Message(id: WorkerOp.sendBack), timeout: .seconds(10))
         #expect(eventually { child.boss.received.all.contains { $0.text == "one-way from the child" } })
@@ -55,7 +55,7 @@ struct SenderCredentialsTests {
         defer { child.finish() }
         let third = ServedPort()
         defer { third.stop() }
-        _ = try child.worker.request(
+        _ = try child.worker.blockingRequest(
             Message(id: WorkerOp.talkToPassedPort, components: [.port(third.port.makeSendPort())]), receiveTimeout: .seconds(30))
         #expect(eventually { third.received.count == 1 })
         #expect(third.received.all.first?.sender?.pid == child.child.pid)

@@ -57,9 +57,9 @@ struct ServerPortTests {
         defer { server.stop() }
         let first = try SendPort.connect(to: server.address)
         let second = try SendPort.connect(to: server.address)
-        #expect(try first.request(Message(text: "a1"), receiveTimeout: .seconds(30)).text == "ok a1")
-        #expect(try second.request(Message(text: "b1"), receiveTimeout: .seconds(30)).text == "ok b1")
-        #expect(try first.request(Message(text: "a2"), receiveTimeout: .seconds(30)).text == "ok a2")
+        #expect(try first.blockingRequest(Message(text: "a1"), receiveTimeout: .seconds(30)).text == "ok a1")
+        #expect(try second.blockingRequest(Message(text: "b1"), receiveTimeout: .seconds(30)).text == "ok b1")
+        #expect(try first.blockingRequest(Message(text: "a2"), receiveTimeout: .seconds(30)).text == "ok a2")
         first.invalidate()
         #expect(eventually { server.seen.all.contains { if case .disconnected = $0 { true } else { false } } })
 
@@ -87,8 +87,8 @@ struct ServerPortTests {
         }
         defer { server.stop() }
         let client = try SendPort.connect(to: server.address)
-        #expect(try client.request(Message(text: "hi"), receiveTimeout: .seconds(30)).text == "ok")
-        #expect(throws: PortError.peerDied) { try client.request(Message(text: "bye"), receiveTimeout: .seconds(30)) }
+        #expect(try client.blockingRequest(Message(text: "hi"), receiveTimeout: .seconds(30)).text == "ok")
+        #expect(throws: PortError.peerDied) { try client.blockingRequest(Message(text: "bye"), receiveTimeout: .seconds(30)) }
         #expect(eventually { server.seen.count == 4 })
         let id = try #require(server.peers.all.first).id
         #expect(server.seen.all.last == .disconnected(id, .invalidPort))
@@ -106,7 +106,7 @@ struct ServerPortTests {
         let client = try SendPort.connect(to: server.address)
         let first = try client.send(request: Message(text: "hi"))
         #expect(eventually { server.seen.all.contains { if case .disconnected = $0 { true } else { false } } })
-        #expect(throws: PortError.peerDied) { try client.request(Message(text: "more"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try client.blockingRequest(Message(text: "more"), receiveTimeout: .seconds(30)) }
         #expect(try first.reply(timeout: .seconds(30)).text == "last words")
     }
 
@@ -207,7 +207,7 @@ struct ServerPortTests {
         defer { server.stop() }
         let client = try SendPort.connect(to: server.address)
         defer { client.invalidate() }
-        let reply = try client.request(Message(text: "?"), receiveTimeout: .seconds(30))
+        let reply = try client.blockingRequest(Message(text: "?"), receiveTimeout: .seconds(30))
         #expect(reply.text == "could not: \(PortError.invalidPort)")
     }
 
@@ -236,7 +236,7 @@ struct ServerPortTests {
         #expect(served.port.listeningAddress == .path(path))
         #expect(throws: PortError.alreadyListening) { try served.port.listen(onSocket: socket.rawValue) }
         let client = try SendPort.connect(to: .path(path))
-        #expect(try client.request(Message(text: "x"), receiveTimeout: .seconds(30)).text == "served x")
+        #expect(try client.blockingRequest(Message(text: "x"), receiveTimeout: .seconds(30)).text == "served x")
         client.invalidate()
         served.stop()
         #expect(FileManager.default.fileExists(atPath: path))

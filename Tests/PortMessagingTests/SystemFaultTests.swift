@@ -57,7 +57,7 @@ struct SystemFaultTests {
     /// After `ids` were sent one way: a request behind them proves the served port read
     /// everything before it, then exactly those messages, whole and in order, arrived.
     private func expectArrived(_ ids: [UInt32], at served: ServedPort, over sender: SendPort, bytes count: Int = 1000) throws {
-        let reply = try sender.request(Message(id: 999, text: "last"), receiveTimeout: .seconds(30))
+        let reply = try sender.blockingRequest(Message(id: 999, text: "last"), receiveTimeout: .seconds(30))
         #expect(reply.text == "re last")
         #expect(served.received.all.map(\.id) == ids + [999])
         for message in served.received.all.dropLast() {
@@ -111,7 +111,7 @@ struct SystemFaultTests {
             try sender.send(message, timeout: .seconds(10))
         }
         #expect(fired == 1)
-        let reply = try sender.request(Message(id: 999, text: "last"), receiveTimeout: .seconds(30))
+        let reply = try sender.blockingRequest(Message(id: 999, text: "last"), receiveTimeout: .seconds(30))
         #expect(reply.text == "re last")
         #expect(served.received.all.map(\.id) == [1, 999])
         let received = try #require(served.received.all.first)
@@ -142,7 +142,7 @@ struct SystemFaultTests {
         // The served port goes on with a new connection.
         let other = try join(served, over: medium)
         defer { other.invalidate() }
-        #expect(try other.request(Message(id: 4, text: "again"), receiveTimeout: .seconds(30)).text == "re again")
+        #expect(try other.blockingRequest(Message(id: 4, text: "again"), receiveTimeout: .seconds(30)).text == "re again")
         #expect(served.received.all.map(\.id) == [1, 4])
     }
 
@@ -177,7 +177,7 @@ struct SystemFaultTests {
         #expect(arrived.id == 2)
         // The port that travelled works: a request through it reaches its receive port.
         let port = try #require(arrived.replyPort)
-        #expect(try port.request(Message(id: 3, text: "hello"), receiveTimeout: .seconds(30)).text == "travelled hello")
+        #expect(try port.blockingRequest(Message(id: 3, text: "hello"), receiveTimeout: .seconds(30)).text == "travelled hello")
         #expect(travelling.received.all.map(\.id) == [3])
         #expect(served.received.all.map(\.id) == [2])
     }
@@ -195,12 +195,12 @@ struct SystemFaultTests {
         let refused = try SendPort.connect(to: address)
         defer { refused.invalidate() }
         #expect(throws: PortError.peerDied) {
-            try refused.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(30))
+            try refused.blockingRequest(Message(id: 1, text: "first"), receiveTimeout: .seconds(30))
         }
         #expect(FaultSeam.fired(rule) == 1)
         let accepted = try SendPort.connect(to: address)
         defer { accepted.invalidate() }
-        #expect(try accepted.request(Message(id: 2, text: "second"), receiveTimeout: .seconds(30)).text == "re second")
+        #expect(try accepted.blockingRequest(Message(id: 2, text: "second"), receiveTimeout: .seconds(30)).text == "re second")
         #expect(served.received.all.map(\.id) == [2])
     }
 
@@ -222,12 +222,12 @@ struct SystemFaultTests {
         defer { try? pipe.read.close(); try? pipe.write.close() }
         let rule = FaultSeam.arm(.descriptorsDropped, on: .receivedDescriptors, scope: try loopScope(of: served))
         defer { FaultSeam.disarm(rule) }
-        #expect(throws: PortError.receiverOutOfDescriptors) { try sender.request(first, receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.receiverOutOfDescriptors) { try sender.blockingRequest(first, receiveTimeout: .seconds(30)) }
         #expect(FaultSeam.fired(rule) == 1)
         #expect(sender.isValid)
         let (second, other) = try carryingADescriptor(2)
         defer { try? other.read.close(); try? other.write.close() }
-        #expect(try sender.request(second, receiveTimeout: .seconds(30)).text == "re with a descriptor")
+        #expect(try sender.blockingRequest(second, receiveTimeout: .seconds(30)).text == "re with a descriptor")
         #expect(served.received.all.map(\.id) == [2])
         FileDescriptor.close(served.received.all.flatMap(\.descriptors))
     }
@@ -246,12 +246,12 @@ struct SystemFaultTests {
         defer { sender.invalidate(); served.stop() }
         let (_, fired) = FaultSeam.injecting(.descriptorsDropped, on: .receivedDescriptors) {
             #expect(throws: PortError.system(operation: "recvmsg (a reply's descriptors)", errno: EMFILE)) {
-                try sender.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(30))
+                try sender.blockingRequest(Message(id: 1, text: "first"), receiveTimeout: .seconds(30))
             }
         }
         #expect(fired == 1)
         #expect(sender.isValid)
-        let reply = try sender.request(Message(id: 2, text: "second"), receiveTimeout: .seconds(30))
+        let reply = try sender.blockingRequest(Message(id: 2, text: "second"), receiveTimeout: .seconds(30))
         #expect(reply.text == "re second" && reply.descriptors.count == 1)
         FileDescriptor.close(reply.descriptors)
         #expect(served.received.all.map(\.id) == [1, 2])

@@ -57,9 +57,9 @@ struct TCPPortTests {
         defer { port.invalidate() }
         #expect(port.remoteAddress == "127.0.0.1:\(server.port)")
         #expect(port.remoteCredentials == nil)
-        #expect(try port.request(Message(id: 1, text: "first"), receiveTimeout: .seconds(30)).text == "answer to first")
+        #expect(try port.blockingRequest(Message(id: 1, text: "first"), receiveTimeout: .seconds(30)).text == "answer to first")
         try port.send(Message(id: 2, text: "one-way"), timeout: .seconds(10))
-        #expect(try port.request(Message(id: 3, text: "third"), receiveTimeout: .seconds(30)).text == "answer to third")
+        #expect(try port.blockingRequest(Message(id: 3, text: "third"), receiveTimeout: .seconds(30)).text == "answer to third")
         #expect(eventually { server.served.received.count == 3 })
         // In order, none with a sender (the kernel names none over TCP), all from one peer.
         let received = server.served.received.all
@@ -74,7 +74,7 @@ struct TCPPortTests {
         // Ending the peer from the listening side: the sender sees its port die.
         peer.disconnect()
         #expect(eventually { server.seen == [.connected(peer.id), .disconnected(peer.id, .invalidPort)] })
-        #expect(throws: PortError.peerDied) { try port.request(Message(id: 4, text: "late"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.peerDied) { try port.blockingRequest(Message(id: 4, text: "late"), receiveTimeout: .seconds(30)) }
     }
 
     /// A message far larger than a socket buffer goes out in many writes and comes back
@@ -85,7 +85,7 @@ struct TCPPortTests {
         let port = try SendPort.connect(to: server.address, security: .plainLoopbackOnly, timeout: .seconds(30))
         defer { port.invalidate() }
         let bytes = (0..<(3 * 1024 * 1024)).map { UInt8(truncatingIfNeeded: $0 &* 7) }
-        let reply = try port.request(Message(id: 9, bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(60))
+        let reply = try port.blockingRequest(Message(id: 9, bytes: bytes), sendTimeout: .seconds(60), receiveTimeout: .seconds(60))
         #expect(reply.bytes == Array(bytes.reversed()))
         #expect(server.served.received.all.map(\.bytes.count) == [bytes.count])
     }
@@ -111,7 +111,7 @@ struct TCPPortTests {
         let port = try SendPort.connect(to: .tcp(host: "::1", port: server.port), security: .plainLoopbackOnly, timeout: .seconds(30))
         defer { port.invalidate() }
         #expect(port.remoteAddress == "[::1]:\(server.port)")
-        #expect(try port.request(Message(id: 1, text: "six"), receiveTimeout: .seconds(30)).text == "answer to six")
+        #expect(try port.blockingRequest(Message(id: 1, text: "six"), receiveTimeout: .seconds(30)).text == "answer to six")
         #expect(server.peers.first?.remoteAddress?.hasPrefix("[::1]:") == true)
     }
 
@@ -143,11 +143,11 @@ struct TCPPortTests {
 
         let port = try SendPort.connect(to: .tcp(host: "127.0.0.1", port: childPort), security: .plainLoopbackOnly, timeout: .seconds(30))
         defer { port.invalidate() }
-        #expect(try port.request(Message(id: 1, text: "ping"), receiveTimeout: .seconds(30)).text == "pong")
+        #expect(try port.blockingRequest(Message(id: 1, text: "ping"), receiveTimeout: .seconds(30)).text == "pong")
         // A request the child keeps unanswered, waited for on another thread.
         let pending = Recorder<Result<Message, PortError>>()
         let waiter = LoopThread(name: "tcp-waiter") { _ in
-            pending.append(Result { () throws(PortError) in try port.request(Message(id: 2, text: "held"), receiveTimeout: .seconds(120)) })
+            pending.append(Result { () throws(PortError) in try port.blockingRequest(Message(id: 2, text: "held"), receiveTimeout: .seconds(120)) })
         }
         #expect(try child.readLine(within: .seconds(60)) == "kept")
 
@@ -173,10 +173,10 @@ struct TCPPortTests {
         var withPort = Message(id: 1, text: "a port")
         withPort.components.append(.port(local.makeSendPort()))
         #expect(throws: PortError.cannotCrossHosts("a port")) { try port.send(withPort, timeout: .seconds(10)) }
-        #expect(throws: PortError.cannotCrossHosts("a port")) { try port.request(withPort, receiveTimeout: .seconds(10)) }
+        #expect(throws: PortError.cannotCrossHosts("a port")) { try port.blockingRequest(withPort, receiveTimeout: .seconds(10)) }
         let withReplyPort = Message(id: 1, text: "a reply port", replyPort: local.makeSendPort())
         #expect(throws: PortError.cannotCrossHosts("a reply port")) { try port.send(withReplyPort, timeout: .seconds(10)) }
-        #expect(throws: PortError.cannotCrossHosts("a reply port")) { try port.request(withReplyPort, receiveTimeout: .seconds(10)) }
+        #expect(throws: PortError.cannotCrossHosts("a reply port")) { try port.blockingRequest(withReplyPort, receiveTimeout: .seconds(10)) }
         // Nor can the TCP port itself travel to another process: its receiver is on the
         // other end of the TCP connection.
         let unix = SendPort(adoptingSocket: try local.makeSendPort().transferableEnd().end)
@@ -185,7 +185,7 @@ struct TCPPortTests {
             try unix.send(Message(id: 1, components: [.port(port)]), timeout: .seconds(10))
         }
         // Nothing went, and the connection is still good.
-        #expect(try port.request(Message(id: 2, text: "bytes"), receiveTimeout: .seconds(30)).text == "answer to bytes")
+        #expect(try port.blockingRequest(Message(id: 2, text: "bytes"), receiveTimeout: .seconds(30)).text == "answer to bytes")
         #expect(server.served.received.all.map(\.text) == ["bytes"])
         #expect(port.isValid)
     }
@@ -197,7 +197,7 @@ struct TCPPortTests {
         defer { server.stop() }
         let port = try SendPort.connect(to: server.address, security: .plainLoopbackOnly, timeout: .seconds(30))
         defer { port.invalidate() }
-        #expect(throws: PortError.noReply) { try port.request(Message(id: 1, text: "give a port"), receiveTimeout: .seconds(30)) }
+        #expect(throws: PortError.noReply) { try port.blockingRequest(Message(id: 1, text: "give a port"), receiveTimeout: .seconds(30)) }
         #expect(port.isValid)
     }
 

@@ -27,13 +27,13 @@ import Synchronization
         }
         let child = try ChildWorker.spawn(executable: me, arguments: ["port-worker"], bossPort: boss, channel: channel)
         let worker = try PortCheckIn.awaitWorker(on: boss, timeout: .seconds(60))
-        let started = try worker.request(Message(id: WorkerOp.streamToBoss), receiveTimeout: .seconds(60))
+        let started = try worker.blockingRequest(Message(id: WorkerOp.streamToBoss), receiveTimeout: .seconds(60))
         precondition(started.text == "streaming")
         let replies = Counter()
         let requester = JoinableThread {
             while true {
                 do throws(PortError) {
-                    _ = try worker.request(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(60))
+                    _ = try worker.blockingRequest(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(60))
                     replies.increment()
                 } catch {
                     let kind: String

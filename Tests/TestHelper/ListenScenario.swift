@@ -12,7 +12,7 @@ import PortMessaging
     let address: PortAddress = target.hasPrefix("@") ? .abstract(String(target.dropFirst())) : .path(target)
     do {
         let port = try SendPort.connect(to: address)
-        let reply = try port.request(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
+        let reply = try port.blockingRequest(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
         say("pid=\(getpid()) reply=\(reply.text) sender=\(reply.sender?.pid ?? -1)")
         return 0
     } catch {

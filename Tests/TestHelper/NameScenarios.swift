@@ -68,7 +68,7 @@ import PortMessaging
     let pid = getpid()
     let slow = arguments.contains("--slow"), die = arguments.contains("--die")
     do {
-        let client = try NameServerClient.connect(
+        let client = try NameServerClient.blockingConnect(
             to: address, startingServerIfNeeded: arguments.contains("--embedded"))
         let loop = ThreadLoop.current
         let port = ReceivePort()
@@ -77,7 +77,7 @@ import PortMessaging
             if slow { usleep(20_000_000) }
             return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
         }
-        try client.register(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
+        try client.blockingRegister(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
         say("serving \(name) \(pid)")
         try loop.add(LoopSource(perform: {}), forMode: .default)
         withExtendedLifetime(client) {
@@ -97,9 +97,9 @@ import PortMessaging
         return usage("names-request ADDRESS NAME TEXT WAIT_SECONDS")
     }
     do {
-        let client = try NameServerClient.connect(to: arguments[0])
-        let port = try client.lookup(arguments[1], waitingUpTo: .milliseconds(Int64(wait * 1000)))
-        let reply = try port.request(
+        let client = try NameServerClient.blockingConnect(to: arguments[0])
+        let port = try client.blockingLookup(arguments[1], waitingUpTo: .milliseconds(Int64(wait * 1000)))
+        let reply = try port.blockingRequest(
             Message(id: 7, components: [.data(Array(arguments[2].utf8))], replyPort: nil),
             sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
         say("reply \(String(decoding: reply.bytes, as: UTF8.self))")
@@ -123,17 +123,17 @@ import PortMessaging
     }
     let prefix = arguments[1]
     do {
-        let client = try NameServerClient.connect(to: arguments[0])
+        let client = try NameServerClient.blockingConnect(to: arguments[0])
         let port = ReceivePort()
-        try client.register("\(prefix)0", port: port)
+        try client.blockingRegister("\(prefix)0", port: port)
         say("churning")
         var made = 1
         while made < maximum && !standardInputIsReadable() {
-            try client.register("\(prefix)\(made)", port: port)
-            try client.unregister("\(prefix)\(made - 1)")
+            try client.blockingRegister("\(prefix)\(made)", port: port)
+            try client.blockingUnregister("\(prefix)\(made - 1)")
             made += 1
         }
-        try client.unregister("\(prefix)\(made - 1)")
+        try client.blockingUnregister("\(prefix)\(made - 1)")
         say("done \(made)")
         while readLine() != nil {}
         client.close()
@@ -188,23 +188,23 @@ private func standardInputIsReadable() -> Bool {
         JoinableThread {
             let name = "stress.\(index)"
             do {
-                let client = try NameServerClient.connect(to: address, timeout: .seconds(60))
+                let client = try NameServerClient.blockingConnect(to: address, timeout: .seconds(60))
                 let port = ReceivePort()
                 try port.schedule(on: loop) { request in
                     Message(id: request.id, components: [.data(Array(name.utf8))], replyPort: nil)
                 }
-                try client.register(name, port: port)
+                try client.blockingRegister(name, port: port)
                 arrive(0)
                 let target = "stress.\((index + 1) % count)"
-                let send = try client.lookup(target, waitingUpTo: .seconds(60))
-                let reply = try send.request(
+                let send = try client.blockingLookup(target, waitingUpTo: .seconds(60))
+                let reply = try send.blockingRequest(
                     Message(id: UInt32(index), components: [.data(Array(name.utf8))], replyPort: nil),
                     sendTimeout: .seconds(60), receiveTimeout: .seconds(60))
                 let answer = String(decoding: reply.bytes, as: UTF8.self)
                 if answer != target { failures.withLock { $0.append("\(name) asked \(target), got '\(answer)'") } }
                 send.invalidate()
                 arrive(1)
-                try client.unregister(name)
+                try client.blockingUnregister(name)
                 arrive(2)
                 client.close()
                 port.invalidate()
@@ -245,7 +245,7 @@ private func standardInputIsReadable() -> Bool {
     let trusted = integerOption("--trust", arguments).map { Set([UInt32($0)]) } ?? []
     let client: NameServerClient
     do {
-        client = try NameServerClient.connect(to: arguments[0] == "-" ? nil : arguments[0], trustedServerUsers: trusted)
+        client = try NameServerClient.blockingConnect(to: arguments[0] == "-" ? nil : arguments[0], trustedServerUsers: trusted)
     } catch {
         say("connect: \(caseName(error))")
         return 0
@@ -253,9 +253,9 @@ private func standardInputIsReadable() -> Bool {
     say("connect: ok")
     let port = ReceivePort()
     for (label, body) in [
-        ("register", { () throws(NameServerError) in try client.register(arguments[1], port: port) }),
-        ("lookup", { () throws(NameServerError) in _ = try client.owner(of: arguments[1]) }),
-        ("list", { () throws(NameServerError) in _ = try client.list() }),
+        ("register", { () throws(NameServerError) in try client.blockingRegister(arguments[1], port: port) }),
+        ("lookup", { () throws(NameServerError) in _ = try client.blockingOwner(of: arguments[1]) }),
+        ("list", { () throws(NameServerError) in _ = try client.blockingList() }),
     ] as [(String, () throws(NameServerError) -> Void)] {
         do {
             try body()
@@ -325,14 +325,14 @@ private func standardInputIsReadable() -> Bool {
     }
     let loop = portLoop.wait(until: nil) { $0 }!
     func cycle(_ index: Int) throws {
-        let client = try NameServerClient.connect(to: address)
+        let client = try NameServerClient.blockingConnect(to: address)
         let port = ReceivePort()
         try port.schedule(on: loop) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
-        try client.register("cycle.\(index)", port: port)
-        let send = try client.lookup("cycle.\(index)")
-        _ = try send.request(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
-        let watch = try client.watch(prefix: "cycle.")
-        _ = try client.list()
+        try client.blockingRegister("cycle.\(index)", port: port)
+        let send = try client.blockingLookup("cycle.\(index)")
+        _ = try send.blockingRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        let watch = try client.blockingWatch(prefix: "cycle.")
+        _ = try client.blockingList()
         watch.cancel()
         send.invalidate()
         client.close()

@@ -80,7 +80,7 @@ import Synchronization
         try boss.schedule(on: loop) { _ in nil }
         let child = try ChildWorker.spawn(executable: me, arguments: ["port-worker"], bossPort: boss, channel: channel)
         let worker = try PortCheckIn.awaitWorker(on: boss, timeout: .seconds(20))
-        let reply = try worker.request(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(20))
+        let reply = try worker.blockingRequest(Message(id: WorkerOp.echo, text: "ping"), receiveTimeout: .seconds(20))
         precondition(reply.text == "ping")
         child.kill(SIGKILL)
         child.wait()

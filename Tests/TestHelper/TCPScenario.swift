@@ -15,7 +15,7 @@ import PortMessaging
     }
     do {
         let parent = try SendPort.connect(to: .tcp(host: "127.0.0.1", port: parentPort), security: .plainLoopbackOnly)
-        let reply = try parent.request(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
+        let reply = try parent.blockingRequest(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
         for index in 1...3 { try parent.send(Message(id: 2, text: "one-way \(index)"), timeout: .seconds(30)) }
         let loop = ThreadLoop.current
         let port = ReceivePort()

@@ -15,7 +15,7 @@ import PortMessaging
     do {
         let tls = try ClusterTLS(certificate: arguments[1], privateKey: arguments[2], authority: arguments[3])
         let server = try SendPort.connect(to: .tcp(host: "127.0.0.1", port: serverPort), security: .secured(by: tls), timeout: .seconds(60))
-        let reply = try server.request(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
+        let reply = try server.blockingRequest(Message(id: 1, text: "hello"), receiveTimeout: .seconds(60))
         for index in 1...3 { try server.send(Message(id: 2, text: "one-way \(index)"), timeout: .seconds(30)) }
         say("reply=\(reply.text) identity=\(server.remoteIdentity ?? "-")")
         server.invalidate()

@@ -47,7 +47,7 @@ extension PortBenchmarks {
                 return .init(
                     measure: {
                         try run {
-                            guard try port.request(request).id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
+                            guard try port.blockingRequest(request).id == request.id else { throw BenchmarkError.timedOut("a wrong reply") }
                         }
                     },
                     stop: served.stop)

@@ -42,12 +42,12 @@ enum NameBenchmarks: BenchmarkFamily {
         BenchmarkCase(name: "names.lookup", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
                 let fixture = try NameFixture()
-                let client = try NameServerClient.connect(to: fixture.address)
+                let client = try NameServerClient.blockingConnect(to: fixture.address)
                 return .init(
                     measure: {
                         try medianMicroseconds(count) {
                             let start = ContinuousClock.now
-                            let port = try client.lookup(fixture.name)
+                            let port = try client.blockingLookup(fixture.name)
                             let elapsed = start.duration(to: .now)
                             port.invalidate()
                             return elapsed
@@ -86,12 +86,12 @@ enum NameBenchmarks: BenchmarkFamily {
         BenchmarkCase(name: "names.owner", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
                 let fixture = try NameFixture()
-                let client = try NameServerClient.connect(to: fixture.address)
+                let client = try NameServerClient.blockingConnect(to: fixture.address)
                 return .init(
                     measure: {
                         try medianMicroseconds(count) {
                             let start = ContinuousClock.now
-                            _ = try client.owner(of: fixture.name)
+                            _ = try client.blockingOwner(of: fixture.name)
                             return start.duration(to: .now)
                         }
                     },
@@ -115,14 +115,14 @@ enum NameBenchmarks: BenchmarkFamily {
         BenchmarkCase(name: "names.register", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
                 let fixture = try NameFixture()
-                let client = try NameServerClient.connect(to: fixture.address)
+                let client = try NameServerClient.blockingConnect(to: fixture.address)
                 let port = ReceivePort()
                 return .init(
                     measure: {
                         try medianMicroseconds(count) {
                             let start = ContinuousClock.now
-                            try client.register("bench.register", port: port)
-                            try client.unregister("bench.register")
+                            try client.blockingRegister("bench.register", port: port)
+                            try client.blockingUnregister("bench.register")
                             return start.duration(to: .now)
                         }
                     },
@@ -156,8 +156,8 @@ enum NameBenchmarks: BenchmarkFamily {
                     measure: {
                         try medianMicroseconds(count) {
                             let start = ContinuousClock.now
-                            let client = try NameServerClient.connect(to: fixture.address)
-                            let port = try client.lookup(fixture.name)
+                            let client = try NameServerClient.blockingConnect(to: fixture.address)
+                            let port = try client.blockingLookup(fixture.name)
                             let elapsed = start.duration(to: .now)
                             port.invalidate()
                             client.close()
@@ -193,8 +193,8 @@ enum NameBenchmarks: BenchmarkFamily {
         BenchmarkCase(name: "names.death", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
                 let fixture = try NameFixture()
-                let watcher = try NameServerClient.connect(to: fixture.address)
-                let watch = try watcher.watch(prefix: "bench.death")
+                let watcher = try NameServerClient.blockingConnect(to: fixture.address)
+                let watch = try watcher.blockingWatch(prefix: "bench.death")
                 return .init(
                     measure: {
                         try medianMicroseconds(count) { try deathOnce(fixture.address, watch) }
@@ -388,8 +388,8 @@ final class NameFixture: Sendable {
         loop = try PortKitLoopThread(name: "bench-names")
         port = ReceivePort()
         try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }
-        owner = try NameServerClient.connect(to: address)
-        try owner.register(name, port: port)
+        owner = try NameServerClient.blockingConnect(to: address)
+        try owner.blockingRegister(name, port: port)
     }
 
     func stop() {

@@ -14,8 +14,8 @@ extension NameBenchmarks {
         return BenchmarkCase(name: "names.call", unit: "µs", impls: [
             BenchmarkImpl("portkit") {
                 let fixture = try NameFixture()
-                let client = try NameServerClient.connect(to: fixture.address)
-                let port = try client.lookup(fixture.name)
+                let client = try NameServerClient.blockingConnect(to: fixture.address)
+                let port = try client.blockingLookup(fixture.name)
                 return .init(
                     measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: callSize) },
                     stop: {

@@ -83,7 +83,7 @@ enum PortBenchmarks: BenchmarkFamily {
                 return .init(
                     measure: {
                         try medianMicroseconds(count) {
-                            let reply = try child.worker.request(request)
+                            let reply = try child.worker.blockingRequest(request)
                             guard reply.bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
                         }
                     },
@@ -144,7 +144,7 @@ enum PortBenchmarks: BenchmarkFamily {
                         let message = Message(id: BenchChildren.Op.count, bytes: bytes)
                         let start = ContinuousClock.now
                         for _ in 0..<count { try child.worker.send(message) }
-                        let report = try child.worker.request(Message(id: BenchChildren.Op.report), receiveTimeout: .seconds(120))
+                        let report = try child.worker.blockingRequest(Message(id: BenchChildren.Op.report), receiveTimeout: .seconds(120))
                         let seconds = start.duration(to: .now).seconds
                         let counts = report.bytes.withUnsafeBytes { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
                         guard counts == (UInt64(count), UInt64(count * size)) else {
@@ -200,7 +200,7 @@ enum PortBenchmarks: BenchmarkFamily {
     /// reply checked to hold `size` bytes.
     static func medianRequestMicroseconds(_ count: Int, _ request: Message, to port: SendPort, size: Int) throws -> RunSample {
         try medianMicroseconds(count) {
-            guard try port.request(request).bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
+            guard try port.blockingRequest(request).bytes.count == size else { throw BenchmarkError.timedOut("a wrong reply") }
         }
     }
 }

@@ -37,7 +37,7 @@ extension ScaleBenchmarks {
                     guard try filler.readLine(timeout: .seconds(300)) == "ready" else {
                         throw BenchmarkError.timedOut("the name filler to register \(size) names")
                     }
-                    client = try NameServerClient.connect(to: server.address)
+                    client = try NameServerClient.blockingConnect(to: server.address)
                 } catch {
                     stopAll()
                     throw error
@@ -48,7 +48,7 @@ extension ScaleBenchmarks {
                         try NameBenchmarks.medianMicroseconds(lookups) {
                             let name = BenchChildren.fillerName(choice.next(below: size))
                             let start = ContinuousClock.now
-                            let port = try client.lookup(name)
+                            let port = try client.blockingLookup(name)
                             let elapsed = start.duration(to: .now)
                             port.invalidate()
                             return elapsed
@@ -86,7 +86,7 @@ extension ScaleBenchmarks {
             let fixture = try NameFixture()
             let clients: [NameServerClient]
             do {
-                clients = try (0..<size).map { _ in try NameServerClient.connect(to: fixture.address) }
+                clients = try (0..<size).map { _ in try NameServerClient.blockingConnect(to: fixture.address) }
             } catch {
                 fixture.stop()
                 throw error

@@ -87,8 +87,8 @@ enum BenchChildren {
             let loop = try PortKitLoopThread(name: "bench-name-filler")
             let port = ReceivePort()
             try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }
-            let client = try NameServerClient.connect(to: arguments[0])
-            for index in 0..<count { try client.register(fillerName(index), port: port) }
+            let client = try NameServerClient.blockingConnect(to: arguments[0])
+            for index in 0..<count { try client.blockingRegister(fillerName(index), port: port) }
             print("ready")
             fflush(nil)
             var byte: UInt8 = 0

@@ -22,9 +22,9 @@ do {
     // CFMessagePortCreateRemote(NULL, name)
     let remote = try SendPort.connect(to: .abstract(name))
     // CFMessagePortSendRequest(remote, 1, data, 1.0, 1.0, kCFRunLoopDefaultMode, &reply)
-    let reply = try remote.request(Message(id: 1, text: text), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
+    let reply = try remote.blockingRequest(Message(id: 1, text: text), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
     // A second request, msgid 2: how many the server has answered.
-    let count = try remote.request(Message(id: 2), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
+    let count = try remote.blockingRequest(Message(id: 2), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
     print("\(name) answered: \(reply.text); requests it has answered: \(count.text)")
     // CFMessagePortInvalidate(remote)
     remote.invalidate()

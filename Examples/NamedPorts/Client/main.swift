@@ -20,10 +20,10 @@ let name = arguments.first ?? "example.greeter"
 let text = arguments.dropFirst().first ?? "world"
 
 do {
-    let names = try NameServerClient.connect(to: address, waitingForServer: .seconds(10))
-    let owner = try names.owner(of: name, waitingUpTo: .seconds(10))
-    let port = try names.lookup(name)
-    let reply = try port.request(Message(id: 1, text: text), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
+    let names = try NameServerClient.blockingConnect(to: address, waitingForServer: .seconds(10))
+    let owner = try names.blockingOwner(of: name, waitingUpTo: .seconds(10))
+    let port = try names.blockingLookup(name)
+    let reply = try port.blockingRequest(Message(id: 1, text: text), sendTimeout: .seconds(5), receiveTimeout: .seconds(5))
     print("\(name) (pid \(owner.pid)) answered: \(reply.text)")
     port.invalidate()
 } catch NameServerError.serverUnavailable(let address, _) {

@@ -22,7 +22,7 @@ do {
     // This thread's loop serves the port and watches the name server: if a `portnamed`
     // serving us restarts, the client reconnects and registers the name again.
     let loop = ThreadLoop.current
-    let names = try NameServerClient.connect(to: address, startingServerIfNeeded: true, reconnectingOn: loop)
+    let names = try NameServerClient.blockingConnect(to: address, startingServerIfNeeded: true, reconnectingOn: loop)
 
     // The port's handler runs on this thread's loop; what it returns is the reply.
     let port = ReceivePort()
@@ -31,7 +31,7 @@ do {
     }
 
     // The name is ours until this process ends (SIGKILL included) or we unregister it.
-    let registration = try names.register(name, port: port)
+    let registration = try names.blockingRegister(name, port: port)
     registration.onStateChange(on: loop) { state in
         print("\(name): \(state)")
         fflush(nil)

@@ -2,15 +2,17 @@ import Glibc
 import PermanentThread
 import PortMessaging
 
-/// The async forms: the same calls, under the same names, suspending the task instead of
-/// blocking its thread while the server answers.
+/// The async forms, under the plain names (`lookup`, `register`, `list`, ...): each suspends
+/// the task while the server answers, where its blocking twin (`blockingLookup`,
+/// `blockingRegister`, `blockingList`, ...) blocks the thread. The two have different
+/// names so that `try await names.lookup(…)` can never pick the blocking one.
 ///
 /// No thread waits: each request is PortMessaging's async request, whose reply is handed
 /// to the task by the loop that reads it. Cancelling the task ends the wait at once with
 /// `NameServerError.cancelled`; an answer that comes later is dropped (a lookup's port is
 /// closed, so the owner sees the connection end).
 extension NameServerClient {
-    /// `connect(to:timeout:trustedServerUsers:reconnectingOn:)` for a task. The socket's
+    /// `blockingConnect(to:timeout:trustedServerUsers:reconnectingOn:)` for a task. The socket's
     /// connect does not wait (a Unix socket connects at once, or finds the backlog full and
     /// waits up to `timeout`), and the hello's answer is taken by the first call, as in the
     /// blocking form; with `reconnectingOn` it is waited for here, suspending the task. It
@@ -52,7 +54,7 @@ extension NameServerClient {
         }
     }
 
-    /// `register(_:port:scope:)`, suspending while the server answers.
+    /// `blockingRegister(_:port:scope:)`, suspending while the server answers.
     /// - Parameters:
     ///   - name: the name.
     ///   - port: the port lookups of it connect to.
@@ -65,7 +67,7 @@ extension NameServerClient {
         return recordRegistration(name, port, scope)
     }
 
-    /// `unregister(_:)`, suspending while the server answers.
+    /// `blockingUnregister(_:)`, suspending while the server answers.
     /// - Throws: as the blocking form; `cancelled`.
     public func unregister(_ name: String) async throws(NameServerError) {
         let call = try NameCall.unregister(name)
@@ -74,7 +76,7 @@ extension NameServerClient {
         released(name)
     }
 
-    /// `lookup(_:waitingUpTo:)`, suspending while the name is waited for: a send port
+    /// `blockingLookup(_:waitingUpTo:)`, suspending while the name is waited for: a send port
     /// connected to the owner's port.
     /// - Throws: as the blocking form; `cancelled`.
     public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> SendPort {
@@ -83,21 +85,21 @@ extension NameServerClient {
         return try fields.port()
     }
 
-    /// `owner(of:waitingUpTo:)`, suspending while the name is waited for.
+    /// `blockingOwner(of:waitingUpTo:)`, suspending while the name is waited for.
     /// - Throws: as the blocking form; `cancelled`.
     public func owner(of name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> NameOwner {
         var fields = try await request(try NameCall.lookup(.owner, name, wait))
         return try fields.owner(named: name)
     }
 
-    /// `list()`, suspending while the server answers.
+    /// `blockingList()`, suspending while the server answers.
     /// - Throws: as the blocking form; `cancelled`.
     public func list() async throws(NameServerError) -> [NameOwner] {
         var fields = try await request(NameCall.list)
         return try fields.ownersHereAndElsewhere()
     }
 
-    /// `watch(prefix:)` for a task: `for try await event in try await names.watch(prefix: "db.")`.
+    /// `blockingWatch(prefix:)` for a task: `for try await event in try await names.watch(prefix: "db.")`.
     /// Its events come to a port on the process's shared reply loop, so no thread of the
     /// caller's needs to run a loop; iterating it suspends until the next event.
     /// - Throws: as the blocking form; `cancelled`.
@@ -106,7 +108,7 @@ extension NameServerClient {
         return try await startWatch(prefix, exact: false, on: sharedLoop())
     }
 
-    /// `watch(name:)` for a task, as `watch(prefix:)`.
+    /// `blockingWatch(name:)` for a task, as `watch(prefix:)`.
     /// - Throws: as the blocking form; `cancelled`.
     public func watch(name: String) async throws(NameServerError) -> NameWatch {
         try NameRules.validate(name)
@@ -120,7 +122,7 @@ extension NameServerClient {
         try await Self.request(call, on: try currentServer(), address: address, timeout: timeout + call.wait)
     }
 
-    /// `request(_:)` on a given connection.
+    /// The async `request(_:)` on a given connection.
     static func request(_ call: NameCall, on server: ServerConnection, address: String, timeout: Duration) async throws(NameServerError) -> NameFieldReader {
         if !server.greeting.isGreeted, let refusal = server.greeting.failure { throw refusal }
         let reply: Result<Message, PortError>

@@ -234,7 +234,7 @@ extension NameServerClient {
         let held = registrations.withLock { $0.heldName(for: registration.port) }
         let attempts = try RegisterAttempts(registration.name, registration.port, scope: registration.scope, held: held, again: true)
         try attempts.send { (call) throws(NameServerError) in
-            _ = try Self.request(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
+            _ = try Self.blockingRequest(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
         }
         registrations.withLock { $0.markHeld(registration) }
     }
@@ -264,7 +264,7 @@ extension NameServerClient {
             return true
         }
         do {
-            var fields = try Self.request(
+            var fields = try Self.blockingRequest(
                 .watch, Self.watchFields(makeWatchID(), events), on: connection, address: address, timeout: timeout,
                 describing: "watching '\(events.text)' again")
             events.resumed(generation: generation, owners: try fields.ownersHereAndElsewhere())

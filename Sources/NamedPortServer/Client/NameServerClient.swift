@@ -130,7 +130,7 @@ public final class NameServerClient: Sendable {
     ///   `permissionDenied` (the server's policy refuses this user), `serverBusy` (at its
     ///   connection limit or out of descriptors), `protocolError` (not a PortKit name
     ///   server of this protocol version), `timedOut` (no answer to the hello in time).
-    public static func connect(
+    public static func blockingConnect(
         to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
         trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = nil, reconnectingOn supervisor: ThreadLoop? = nil
     ) throws(NameServerError) -> NameServerClient {
@@ -149,15 +149,15 @@ public final class NameServerClient: Sendable {
 
     /// Sends one request and returns the ok reply's fields, or throws the error its status
     /// stands for.
-    func request(
+    func blockingRequest(
         _ operation: NameOperation, _ fields: [MessageComponent], waiting wait: Duration = .zero, describing what: @autoclosure () -> String
     ) throws(NameServerError) -> NameFieldReader {
-        try Self.request(operation, fields, on: try currentServer(), address: address, timeout: timeout + wait, describing: what())
+        try Self.blockingRequest(operation, fields, on: try currentServer(), address: address, timeout: timeout + wait, describing: what())
     }
 
     /// Sends `call`'s request, as the async `request(_:)` does, blocking the thread.
-    func request(_ call: NameCall) throws(NameServerError) -> NameFieldReader {
-        try request(call.operation, call.fields, waiting: call.wait, describing: call.what)
+    func blockingRequest(_ call: NameCall) throws(NameServerError) -> NameFieldReader {
+        try blockingRequest(call.operation, call.fields, waiting: call.wait, describing: call.what)
     }
 
     /// The connection requests go on now.
@@ -173,13 +173,13 @@ public final class NameServerClient: Sendable {
     }
 
     /// `request` on a given connection (the one a reconnection restores the client on).
-    static func request(
+    static func blockingRequest(
         _ operation: NameOperation, _ fields: [MessageComponent], on server: ServerConnection, address: String, timeout: Duration,
         describing what: @autoclosure () -> String
     ) throws(NameServerError) -> NameFieldReader {
         if !server.greeting.isGreeted, let refusal = server.greeting.failure { throw refusal }
         let reply = Result { () throws(PortError) in
-            try server.port.request(Message(id: operation.rawValue, components: fields), sendTimeout: timeout, receiveTimeout: timeout)
+            try server.port.blockingRequest(Message(id: operation.rawValue, components: fields), sendTimeout: timeout, receiveTimeout: timeout)
         }
         return try answered(reply, greeting: server.greeting, address: address, timeout: timeout, what: what())
     }
@@ -228,8 +228,8 @@ public final class NameServerClient: Sendable {
     ///   another node holds), `invalidName`, `permissionDenied`, `limitExceeded`,
     ///   `timedOut`, `connectionLost`, `serverUnavailable` (while reconnecting).
     @discardableResult
-    public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) throws(NameServerError) -> NameRegistration {
-        try registerAttempts(name, port, scope).send { (call) throws(NameServerError) in _ = try request(call) }
+    public func blockingRegister(_ name: String, port: ReceivePort, scope: NameScope = .host) throws(NameServerError) -> NameRegistration {
+        try registerAttempts(name, port, scope).send { (call) throws(NameServerError) in _ = try blockingRequest(call) }
         return recordRegistration(name, port, scope)
     }
 
@@ -250,10 +250,10 @@ public final class NameServerClient: Sendable {
     /// (it is not registered again).
     /// - Throws: `notFound`, `notOwner` (another connection holds it), `invalidName`,
     ///   `timedOut`, `connectionLost`.
-    public func unregister(_ name: String) throws(NameServerError) {
+    public func blockingUnregister(_ name: String) throws(NameServerError) {
         let call = try NameCall.unregister(name)
         if forgetWhileAway(name) { return }
-        _ = try request(call)
+        _ = try blockingRequest(call)
         released(name)
     }
 
@@ -280,7 +280,7 @@ public final class NameServerClient: Sendable {
     /// - Throws: `notFound` (no wait), `timedOut` (the wait passed), `invalidName`,
     ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `serverBusy`,
     ///   `connectionLost`.
-    public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> SendPort {
+    public func blockingLookup(_ name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> SendPort {
         var fields = try lookup(.lookup, name, wait)
         _ = try fields.owner(named: name)
         return try fields.port()
@@ -288,21 +288,21 @@ public final class NameServerClient: Sendable {
 
     /// Who holds `name`, without connecting to it; waits for the name like `lookup`.
     /// - Throws: as `lookup`.
-    public func owner(of name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> NameOwner {
+    public func blockingOwner(of name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> NameOwner {
         var fields = try lookup(.owner, name, wait)
         return try fields.owner(named: name)
     }
 
     private func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> NameFieldReader {
-        try request(try NameCall.lookup(operation, name, wait))
+        try blockingRequest(try NameCall.lookup(operation, name, wait))
     }
 
     /// Every registered name with its owner, sorted by name. At a cluster's node, the
     /// names other nodes hold too (their `NameOwner.node` set), except one a client of this
     /// server holds as well, which shows as this host's.
     /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
-    public func list() throws(NameServerError) -> [NameOwner] {
-        var fields = try request(NameCall.list)
+    public func blockingList() throws(NameServerError) -> [NameOwner] {
+        var fields = try blockingRequest(NameCall.list)
         return try fields.ownersHereAndElsewhere()
     }
 
@@ -311,14 +311,14 @@ public final class NameServerClient: Sendable {
     /// hold are watched too, with their `NameOwner.node` set (as `list` shows them).
     /// - Throws: `invalidName` (the prefix breaks the name rules), `limitExceeded`,
     ///   `permissionDenied`, `timedOut`, `connectionLost`.
-    public func watch(prefix: String = "") throws(NameServerError) -> NameWatch {
+    public func blockingWatch(prefix: String = "") throws(NameServerError) -> NameWatch {
         try NameRules.validatePrefix(prefix)
         return try startWatch(prefix, exact: false)
     }
 
     /// Watches one name: its owner now (if any), then each time it appears or vanishes.
     /// - Throws: `invalidName`, `limitExceeded`, `permissionDenied`, `timedOut`, `connectionLost`.
-    public func watch(name: String) throws(NameServerError) -> NameWatch {
+    public func blockingWatch(name: String) throws(NameServerError) -> NameWatch {
         try NameRules.validate(name)
         return try startWatch(name, exact: true)
     }
@@ -328,7 +328,7 @@ public final class NameServerClient: Sendable {
         // there from the first one on, behind the snapshot the reply carries.
         let (id, events) = try makeWatch(text, exact: exact, on: nil)
         do throws(NameServerError) {
-            var fields = try request(.watch, Self.watchFields(id, events), describing: "watching '\(text)'")
+            var fields = try blockingRequest(.watch, Self.watchFields(id, events), describing: "watching '\(text)'")
             return try watchStarted(events, owners: try fields.ownersHereAndElsewhere())
         } catch {
             events.end()

@@ -82,8 +82,8 @@ extension NameWatch: AsyncSequence {
     }
 
     /// An iterator over the events. The watch's port must be on a loop that runs: a watch
-    /// made by `watch(prefix:) async` has it on the process's shared reply loop; a blocking
-    /// `watch(prefix:)`'s is on its thread's loop, which must then be running.
+    /// made by the async `watch(prefix:)` has it on the process's shared reply loop;
+    /// `blockingWatch(prefix:)`'s is on its thread's loop, which must then be running.
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(watch: self) }
 }
 

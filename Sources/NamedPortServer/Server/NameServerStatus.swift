@@ -102,7 +102,7 @@ extension NameServerClient {
     /// What the server holds and has refused since it started.
     /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
     public func status() throws(NameServerError) -> NameServerStatus {
-        var fields = try request(.status, [], describing: "asking for the status")
+        var fields = try blockingRequest(.status, [], describing: "asking for the status")
         return try NameServerStatus(&fields)
     }
 }

@@ -49,7 +49,7 @@ extension ClusterNode {
         let reply: Message
         do throws(PortError) {
             port = try SendPort.connect(to: address, security: security, timeout: timeout)
-            reply = try port.request(GatewayWire.open(name), sendTimeout: deadline - .now, receiveTimeout: deadline - .now)
+            reply = try port.blockingRequest(GatewayWire.open(name), sendTimeout: deadline - .now, receiveTimeout: deadline - .now)
         } catch {
             throw .connection(name: name, owner: owner, error)
         }

@@ -57,7 +57,7 @@ func waitFor(_ timeout: Duration = .seconds(20), _ condition: () throws -> Bool)
 
 /// Sends `text` as a request through `port` and returns the reply's text.
 func ask(_ port: SendPort, _ text: String) throws -> String {
-    let reply = try port.request(
+    let reply = try port.blockingRequest(
         Message(id: 1, components: [.data(Array(text.utf8))], replyPort: nil),
         sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
     return String(decoding: reply.bytes, as: UTF8.self)

@@ -20,7 +20,7 @@ final class RawNameClient {
 
     /// Sends a request of any operation number and returns its reply.
     func request(rawOperation: UInt32, _ fields: [MessageComponent]) throws -> Message {
-        try port.request(Message(id: rawOperation, components: fields), receiveTimeout: .seconds(20))
+        try port.blockingRequest(Message(id: rawOperation, components: fields), receiveTimeout: .seconds(20))
     }
 
     /// Says hello asking for `version`; whether the server took it.
