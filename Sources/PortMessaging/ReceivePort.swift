@@ -142,8 +142,10 @@ public final class ReceivePort: Sendable {
     /// Starts delivering messages to `handler` on `loop`'s thread, in `modes`.
     ///
     /// Messages sent before the port was scheduled are delivered then. A port is scheduled
-    /// once. - Throws: `.invalidPort`, `.alreadyScheduled`, or `.invalidPort` when the loop
-    /// has ended.
+    /// once.
+    /// - Throws: `.invalidPort` (the port was invalidated), `.alreadyScheduled`,
+    ///   `.loopEnded` (the loop's thread has stopped: the port is not scheduled, and stays
+    ///   valid to be scheduled on another loop).
     public func schedule(
         on loop: ThreadLoop = .current, inModes modes: [LoopMode] = [.default],
         handler: @escaping @Sendable (Message) -> Message?
@@ -176,8 +178,12 @@ public final class ReceivePort: Sendable {
         do {
             for mode in modes { try loop.add(source, forMode: mode) }
         } catch {
-            invalidate()
-            throw .invalidPort
+            // The loop has ended (or refuses the source): the port is left as it was,
+            // unscheduled and valid, to be scheduled on another loop.
+            for mode in modes { loop.remove(source, forMode: mode) }
+            scheduledLoopIdentity.store(0, ordering: .releasing)
+            state.withLock { $0.schedule = nil }
+            throw .loopEnded
         }
         for connection in connections {
             try? connection.bind(to: self, loop: loop, modes: modes, handler: handler)

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 import PortKitTestSupport
+import PermanentThread
 import Testing
 @testable import PortMessaging
 
@@ -186,5 +187,31 @@ struct InProcessPortTests {
         var byte: UInt8 = 0
         _ = try withUnsafeMutableBytes(of: &byte) { try pipe.read.read(into: $0) }
         #expect(byte == UInt8(ascii: "x"))
+    }
+}
+
+@Suite("Scheduling on a loop that has stopped")
+struct StoppedLoopScheduleTests {
+    /// A port scheduled on a stopped thread's loop is refused with `.loopEnded`, which says so,
+    /// and stays valid and unscheduled: the same port then serves from a running thread.
+    @Test func theErrorSaysTheLoopStoppedAndThePortServesElsewhere() throws {
+        let stopped = PermanentThread(name: "stopped")
+        try stopped.run()
+        let stoppedLoop = try #require(stopped.loop)
+        stopped.stop()                       // from another thread: returns once it has ended
+        let port = ReceivePort()
+        defer { port.invalidate() }
+        #expect(throws: PortError.loopEnded) {
+            try port.schedule(on: stoppedLoop) { Message(id: $0.id, text: "never") }
+        }
+        #expect(PortError.loopEnded.description.contains("stopped"))
+        #expect(port.isValid)
+
+        let running = PermanentThread(name: "running")
+        try running.run()
+        defer { running.stop() }
+        try port.schedule(on: try #require(running.loop)) { Message(id: $0.id, text: "served") }
+        let reply = try port.makeSendPort().blockingRequest(Message(id: 9), receiveTimeout: .seconds(60))
+        #expect(reply.id == 9 && reply.text == "served")
     }
 }
