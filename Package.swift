@@ -73,6 +73,12 @@ let package = Package(
             name: "message-port-client", dependencies: ["PortMessaging"],
             path: "Examples/MessagePorts/Client", swiftSettings: strict),
 
+        // Every Swift snippet of the docs, compiled (scripts/doc-snippets.py writes it): README's
+        // in order as a program that a test runs, the others as functions.
+        .executableTarget(
+            name: "doc-snippets", dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster"],
+            path: "Tests/DocSnippets", swiftSettings: strict),
+
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
         .executableTarget(
             name: "portkit-test-helper",
@@ -96,7 +102,7 @@ let package = Package(
             name: "NamedPortServerTests",
             dependencies: [
                 "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper",
-                "portnamed", "portname", "named-port-server",
+                "portnamed", "portname", "named-port-server", "doc-snippets",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -12,7 +12,7 @@ import PortMessaging
 /// any state but a final one ──unregister, close──▶ released (final)
 /// ```
 ///
-/// Only a client that reconnects (`NameServerClient.connect(reconnectingOn:)`) leaves
+/// Only a client that reconnects (`reconnectingOn:`) leaves
 /// `registered`; without one, a lost server shows as `connectionLost` at the next call.
 public enum NameRegistrationState: Hashable, Sendable, CustomStringConvertible {
     /// The name is held: `register` returned.

@@ -6,19 +6,23 @@ import PortMessaging
 /// watch them.
 ///
 /// ```swift
-/// let names = try NameServerClient.connect()           // the default address
+/// let names = try NameServerClient.blockingConnect()   // the default address
 /// let port = ReceivePort()
 /// try port.schedule(on: loop) { request in Message(id: 0, components: [.data(request.bytes)], replyPort: nil) }
-/// try names.register("db", port: port)                  // released when `names` closes or we die
+/// try names.blockingRegister("db", port: port)          // released when `names` closes or we die
 ///
-/// let db = try names.lookup("db", waitingUpTo: .seconds(5))   // a SendPort connected to the owner
-/// let reply = try db.request(request, sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
+/// let db = try names.blockingLookup("db", waitingUpTo: .seconds(5))   // a SendPort connected to the owner
+/// let reply = try db.blockingRequest(request, sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
 /// ```
+///
+/// Each call has a form that suspends the task under the plain name (`connect`,
+/// `register`, `lookup`, ...; see the async extension) and one that blocks the thread,
+/// named `blocking…`.
 ///
 /// Names registered through a client belong to its connection: they are released when
 /// the client is closed or deinitialised, or its process dies (the kernel closes the
 /// socket, SIGKILL included), or when the registered port is invalidated. Every method may
-/// be called from any thread; the calls block until the server answers, for at most the
+/// be called from any thread; the `blocking…` calls block until the server answers, for at most the
 /// client's `timeout` (plus any wait asked for). The client is a `SendPort` connected to
 /// the server's port: requests are PortMessaging requests, several may be in flight, and
 /// nothing reads the connection but the callers waiting for their replies.

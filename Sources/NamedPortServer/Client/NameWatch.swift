@@ -10,7 +10,7 @@ import PortMessaging
 /// The events are messages to a port of the watch's own, scheduled on the loop of the
 /// thread that started the watch; they queue until `next(timeout:)` takes them.
 ///
-/// A watch of a reconnecting client (`NameServerClient.connect(reconnectingOn:)`) outlives
+/// A watch of a reconnecting client (`reconnectingOn:`) outlives
 /// its server: when the client has reconnected, the watch starts again on the new server
 /// and reports what changed meanwhile, as events, by comparing the owners it reported
 /// with the new server's: a `vanished` for each name gone (or now held by another owner),

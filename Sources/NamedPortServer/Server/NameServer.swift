@@ -119,7 +119,7 @@ public final class NameServer: Sendable {
     /// on the first call, then the same one for the life of the process.
     ///
     /// This is the zero-set-up server: a program calls it (or
-    /// `NameServerClient.connect(startingServerIfNeeded: true)`) and other processes of
+    /// `NameServerClient.blockingConnect(startingServerIfNeeded: true)`) and other processes of
     /// the user find it at the address, exactly as they would find `portnamed`.
     /// - Throws: as `start(at:policy:)`; `addressInUse` when another process serves it.
     public static func embedded(at address: String? = nil) throws(NameServerError) -> NameServer {
