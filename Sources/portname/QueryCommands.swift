@@ -59,7 +59,8 @@ enum QueryCommands {
         let client = try connect(address)
         do {
             let owner = try client.blockingOwner(of: name, waitingUpTo: wait)
-            say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)")
+            // A name on another node of a cluster: its owner's pid there, and the node.
+            say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)" + (owner.node.map { "\t\($0)" } ?? ""))
         } catch .timedOut {
             // For a script, a name that did not come in time is a name not found.
             throw Exit(status: 1, message: "no port was registered as '\(name)' within \(wait ?? .zero)")

@@ -37,14 +37,16 @@ struct NameCall {
         return NameCall(operation: .unregister, fields: [NameField.string(name)], what: "releasing '\(name)'")
     }
 
-    /// `lookup` or `owner(of:)`, waiting up to `wait` for the name.
+    /// `lookup` or `owner(of:)`, waiting up to `wait` for the name. `owner` asks for a name
+    /// other nodes hold too (its reply then ends with the node), which a server outside a
+    /// cluster, or one older than the field, ignores.
     static func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> NameCall {
         try NameRules.validate(name)
         let wait = max(wait ?? .zero, .zero)
         let milliseconds = UInt64(min((wait / .milliseconds(1)).rounded(.up), Double(maxLookupWaitMilliseconds)))
-        return NameCall(
-            operation: operation, fields: [NameField.string(name), NameField.integer(milliseconds)], wait: wait,
-            what: "looking up '\(name)'")
+        var fields = [NameField.string(name), NameField.integer(milliseconds)]
+        if operation == .owner { fields.append(NameField.withOtherNodes) }
+        return NameCall(operation: operation, fields: fields, wait: wait, what: "looking up '\(name)'")
     }
 
     /// `list`, with the names other nodes hold when the server is a cluster's node.

@@ -89,7 +89,7 @@ extension NameServerClient {
     /// - Throws: as the blocking form; `cancelled`.
     public func owner(of name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> NameOwner {
         var fields = try await request(try NameCall.lookup(.owner, name, wait))
-        return try fields.owner(named: name)
+        return try fields.ownerWithNode(named: name)
     }
 
     /// `blockingList()`, suspending while the server answers.

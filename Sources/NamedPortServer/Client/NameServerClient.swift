@@ -290,11 +290,13 @@ public final class NameServerClient: Sendable {
         return try fields.port()
     }
 
-    /// Who holds `name`, without connecting to it; waits for the name like `lookup`.
+    /// Who holds `name`, without connecting to it; waits for the name like `lookup`. At a
+    /// cluster's node, a name another node holds answers too, with its `NameOwner.node`
+    /// (and, as in `list`, this server's uid: its process relays to the owner).
     /// - Throws: as `lookup`.
     public func blockingOwner(of name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> NameOwner {
         var fields = try lookup(.owner, name, wait)
-        return try fields.owner(named: name)
+        return try fields.ownerWithNode(named: name)
     }
 
     private func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> NameFieldReader {
@@ -421,5 +423,12 @@ extension NameFieldReader {
     /// pid and uid of an owner whose name the caller knows.
     mutating func owner(named name: String) throws(NameServerError) -> NameOwner {
         NameOwner(name: name, pid: try pid(), uid: try uid())
+    }
+
+    /// An `owner` reply's owner: pid, uid, and for a name on another node, its node.
+    mutating func ownerWithNode(named name: String) throws(NameServerError) -> NameOwner {
+        var owner = try owner(named: name)
+        if !atEnd { owner.node = try string() }
+        return owner
     }
 }

@@ -28,7 +28,10 @@ extension NameService {
         otherNodes[name] = holder
         guard table.holder(of: name) == nil else { return }
         if let old { tell(.vanished, otherNodeOwner(name, old), otherNodesOnly: true) }
-        if let holder { tell(.appeared, otherNodeOwner(name, holder), otherNodesOnly: true) }
+        if let holder {
+            tell(.appeared, otherNodeOwner(name, holder), otherNodesOnly: true)
+            answerWaitersOnOtherNodes(for: name, holder)
+        }
     }
 
     /// The names other nodes hold that `filter` matches (every one for `nil`) and no client

@@ -102,26 +102,19 @@ extension NameService {
         case .lookup, .owner:
             let name = try NameRules.decode(try fields.bytes()).get()
             let wait = min(try fields.integer(), maxLookupWaitMilliseconds)
+            // `owner` from a client that reads a node field asks for other nodes' names too;
+            // `lookup` always reaches them (its reply is a port, whichever node holds the name).
             let wantsPort = operation == .lookup
+            let withOtherNodes = wantsPort ? true : try fields.asksForOtherNodes()
+            let lookup = PendingLookup(reply: pending, wantsPort: wantsPort, withOtherNodes: withOtherNodes)
             if table.holder(of: name) != nil {
-                return answerLookup(of: name, pending, wantsPort: wantsPort, client)
+                return answerLookup(of: name, pending, wantsPort: lookup.wantsPort, client)
             }
-            if wantsPort, let directory, let holder = directory.holder(of: name) {
-                // Held on another node: a relaying port, answered from this loop when it is made.
-                let clientID = client.peer.id
-                return directory.remotePort(for: name) { [loop, weak self] port in
-                    do {
-                        try loop.perform { [weak self] in
-                            guard let self, let client = self.clients[clientID] else { return }
-                            self.answerRemoteLookup(of: name, holder: holder, port: port, pending, client)
-                        }
-                    } catch {
-                        _ = pending.refuse()
-                    }
-                }
+            if lookup.withOtherNodes, let holder = directory?.holder(of: name) {
+                return answerOtherNodes(name, holder, lookup, client)
             }
             guard wait > 0 else { throw .notFound(name: name) }
-            try addWaiter(for: name, client, PendingLookup(reply: pending, wantsPort: wantsPort), milliseconds: wait)
+            try addWaiter(for: name, client, lookup, milliseconds: wait)
 
         case .list:
             let withOtherNodes = try fields.asksForOtherNodes() && directory != nil
@@ -231,6 +224,29 @@ extension NameService {
         }
     }
 
+    /// Answers a lookup or owner request for a name `holder` holds on another node: `owner`
+    /// at once, with the node; `lookup` with a relaying port, from this loop once the
+    /// directory has made it.
+    func answerOtherNodes(_ name: String, _ holder: NameDirectoryHolder, _ lookup: PendingLookup, _ client: Client) {
+        guard lookup.wantsPort else {
+            let owner = otherNodeOwner(name, holder)
+            let fields = [NameField.integer(owner.pid), NameField.integer(owner.uid), NameField.string(holder.node)]
+            return answer(lookup.reply, ok(fields), client)
+        }
+        guard let directory else { return refuse(lookup.reply, .notFound(name: name), client) }
+        let (clientID, pending) = (client.peer.id, lookup.reply)
+        directory.remotePort(for: name) { [loop, weak self] port in
+            do {
+                try loop.perform { [weak self] in
+                    guard let self, let client = self.clients[clientID] else { return }
+                    self.answerRemoteLookup(of: name, holder: holder, port: port, pending, client)
+                }
+            } catch {
+                _ = pending.refuse()
+            }
+        }
+    }
+
     /// Answers a lookup of a name held on another node with `port`, relaying to its owner
     /// there (the pid is the owner's, on its node; the uid this server's, whose process
     /// relays); not found when there is none.
@@ -279,6 +295,16 @@ extension NameService {
         }
         lookup.timer = timer
         try? loop.add(timer, forMode: .default)
+    }
+
+    /// Answers the lookups waiting for `name` that other nodes' names may answer, in the
+    /// order they came: `holder` has taken the name on another node.
+    func answerWaitersOnOtherNodes(for name: String, _ holder: NameDirectoryHolder) {
+        for waiter in table.takeWaiters(for: name, where: { $0.withOtherNodes }) {
+            waiter.waiting.end()
+            guard let client = clients[waiter.client] else { continue }
+            answerOtherNodes(name, holder, waiter.waiting, client)
+        }
     }
 
     /// Answers every lookup waiting for `name`, in the order they came.

@@ -257,11 +257,14 @@ final class PendingLookup {
     let reply: PendingReply
     /// `lookup` wants a connection to the owner; `owner` only the owner's identity.
     let wantsPort: Bool
+    /// A name another node holds answers it too.
+    let withOtherNodes: Bool
     var timer: LoopTimer?
 
-    init(reply: PendingReply, wantsPort: Bool) {
+    init(reply: PendingReply, wantsPort: Bool, withOtherNodes: Bool) {
         self.reply = reply
         self.wantsPort = wantsPort
+        self.withOtherNodes = withOtherNodes
     }
 
     /// Stops the timer; the reply, unanswered, tells the requester no reply comes.

@@ -180,10 +180,11 @@ struct NameTable<Channel: AnyObject, Waiting> {
         return waiter
     }
 
-    /// Takes every lookup waiting for `name` out of the table, in the order they came.
-    mutating func takeWaiters(for name: String) -> [Waiter] {
+    /// Takes every lookup waiting for `name` (that `include` accepts) out of the table, in
+    /// the order they came.
+    mutating func takeWaiters(for name: String, where include: (Waiting) -> Bool = { _ in true }) -> [Waiter] {
         guard let ids = waitersByName[name] else { return [] }
-        return ids.compactMap { removeWaiter($0) }
+        return ids.compactMap { id in waiters[id].map { include($0.waiting) } == true ? removeWaiter(id) : nil }
     }
 
     // MARK: Clients
