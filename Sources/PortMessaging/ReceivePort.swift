@@ -406,6 +406,9 @@ public final class ReceivePort: Sendable {
             return (state.schedule, state.readingPaused)
         }
         connection.queueLimit.store(maxQueuedBytes, ordering: .relaxed)
+        // A connection made before this port took it (the one a check-in goes out on) reads
+        // what this port accepts.
+        if connection.limits != limits { connection.takeReadLimits(limits) }
         // By identity, not by a weak reference (which would give the connection a side-table
         // count): the handler runs while the connection closes, so the identity is its own.
         let identity = ObjectIdentifier(connection)

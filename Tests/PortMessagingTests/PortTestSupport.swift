@@ -39,10 +39,10 @@ final class WorkerChild: Sendable {
     let child: ChildWorker
     let worker: SendPort
 
-    init(channel: ChildWorker.Channel = .socket) throws {
+    init(channel: ChildWorker.Channel = .socket, arguments: [String] = []) throws {
         boss = ServedPort()
         child = try ChildWorker.spawn(
-            executable: ChildProcess.helperPath, arguments: ["port-worker"], bossPort: boss.port, channel: channel)
+            executable: ChildProcess.helperPath, arguments: ["port-worker"] + arguments, bossPort: boss.port, channel: channel)
         worker = try PortCheckIn.awaitWorker(on: boss.port, timeout: .seconds(30))
     }
 

@@ -10,7 +10,9 @@ import Synchronization
     do {
         let boss = try ChildWorker.bossPort()
         let loop = ThreadLoop.current
-        let port = ReceivePort()
+        // `--max-message-bytes N`: the port's limit, above the default.
+        let limit = arguments.firstIndex(of: "--max-message-bytes").flatMap { Int(arguments[$0 + 1]) }
+        let port = ReceivePort(maxMessageBytes: limit ?? ReceivePort.defaultMaxMessageBytes)
         let streamed = Locked((count: 0, inOrder: true))
         try port.schedule(on: loop) { message in
             switch message.id {

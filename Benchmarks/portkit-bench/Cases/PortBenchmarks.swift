@@ -19,9 +19,26 @@ enum PortBenchmarks: BenchmarkFamily {
             inProcessThroughput(count: scale.count(200_000, quick: 2000)),
             processRoundTrip(count: scale.count(2000, quick: 100)),
             processOneWay(count: scale.count(100_000, quick: 1000)),
-            processBulk(count: scale.count(1000, quick: 20)),
-        ]
+        ] + bulkSizes.map { processBulk($0, scale: scale) }
     }
+
+    /// One size of `port.process.bulk`: the case's name, the message size, and how many
+    /// messages a run sends (about 64 MB a run; at least three messages).
+    struct BulkSize {
+        let name: String
+        let size: Int
+        let count: Int
+    }
+
+    /// The sizes `port.process.bulk` is measured at, one case each, against raw writes of
+    /// the same records in the same invocation. The child's port takes messages of up to
+    /// `BenchChildren.maxMessageBytes`.
+    static let bulkSizes = [
+        BulkSize(name: "port.process.bulk", size: 64 << 10, count: 1000),
+        BulkSize(name: "port.process.bulk-1m", size: 1 << 20, count: 64),
+        BulkSize(name: "port.process.bulk-16m", size: 16 << 20, count: 4),
+        BulkSize(name: "port.process.bulk-64m", size: 64 << 20, count: 3),
+    ]
 
     /// The bytes of every message of `size` the benchmarks send.
     static func payload(_ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0) } }
@@ -118,12 +135,15 @@ enum PortBenchmarks: BenchmarkFamily {
         stream("port.process.oneway", unit: "msgs/s", count: count, size: 64, probeCount: 1000) { seconds in Double(count) / seconds }
     }
 
-    /// `port.process.bulk`: 64 KiB one-way messages to a child process, in MB (10⁶ bytes)
-    /// per second, until the child has counted them all and said so.
-    static func processBulk(count: Int) -> BenchmarkCase {
-        let size = 64 * 1024
-        return stream("port.process.bulk", unit: "MB/s", count: count, size: size, probeCount: 1) { seconds in
-            Double(count * size) / 1e6 / seconds
+    /// `port.process.bulk…`: one-way messages of one of `bulkSizes` to a child process, in
+    /// MB (10⁶ bytes) per second, until the child has counted them all and said so.
+    /// Foundation's `SocketPort` is tried at the smallest size only.
+    static func processBulk(_ row: BulkSize, scale: BenchmarkScale) -> BenchmarkCase {
+        let count = max(3, scale.count(row.count, quick: max(3, row.count / 50)))
+        return stream(
+            row.name, unit: "MB/s", count: count, size: row.size, probeCount: 1, withFoundation: row.size <= 64 << 10
+        ) { seconds in
+            Double(count * row.size) / 1e6 / seconds
         }
     }
 
@@ -131,9 +151,16 @@ enum PortBenchmarks: BenchmarkFamily {
     /// what arrived; `rate` turns the seconds that took into the case's unit. SocketPort is
     /// first tried with `probeCount` messages.
     private static func stream(
-        _ name: String, unit: String, count: Int, size: Int, probeCount: Int, rate: @escaping (Double) -> Double
+        _ name: String, unit: String, count: Int, size: Int, probeCount: Int, withFoundation: Bool = true,
+        rate: @escaping (Double) -> Double
     ) -> BenchmarkCase {
         let bytes = payload(size)
+        let foundation = BenchmarkImpl("foundation") {
+            let driver = try SocketPortDriver(mode: .oneway, probe: (count: probeCount, size: size))
+            return .init(
+                measure: { rate(try driver.run(count: count, size: size)) },
+                stop: driver.stop)
+        }
         return BenchmarkCase(name: name, unit: unit, impls: [
             BenchmarkImpl("portkit") {
                 let child = try PortKitChild()
@@ -173,13 +200,7 @@ enum PortBenchmarks: BenchmarkFamily {
                     },
                     stop: child.stop)
             },
-            BenchmarkImpl("foundation") {
-                let driver = try SocketPortDriver(mode: .oneway, probe: (count: probeCount, size: size))
-                return .init(
-                    measure: { rate(try driver.run(count: count, size: size)) },
-                    stop: driver.stop)
-            },
-        ])
+        ] + (withFoundation ? [foundation] : []))
     }
 
     // MARK: Measuring

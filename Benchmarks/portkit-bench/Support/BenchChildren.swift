@@ -38,13 +38,16 @@ enum BenchChildren {
         static let report: UInt32 = 3
     }
 
+    /// The largest message the `port-echo` child takes: room for the largest bulk size.
+    static let maxMessageBytes = 256 << 20
+
     /// `port-echo`: checks in with the boss that spawned it (`ChildWorker`) and serves `Op`
     /// messages on its main thread's loop until the boss goes away.
     static func portEcho() -> Int32 {
         do {
             let boss = try ChildWorker.bossPort()
             let loop = ThreadLoop.current
-            let port = ReceivePort()
+            let port = ReceivePort(maxMessageBytes: maxMessageBytes)
             let messages = Atomic<UInt64>(0)
             let bytes = Atomic<UInt64>(0)
             try port.schedule(on: loop) { message in

@@ -52,6 +52,10 @@ extension Connection {
             switch self { case .socket(let fd), .tcp(let fd): fd; case .pipes, .secured: nil }
         }
 
+        /// Whether a read may be given any room (a secured read needs a record's): a large
+        /// frame is then read straight into its own storage.
+        var readsInPlace: Bool { if case .secured = self { false } else { true } }
+
         /// Why `what` (descriptors, a port) cannot travel on this medium.
         func refusal(_ what: String) -> PortError {
             crossesHosts ? .cannotCrossHosts(what) : .descriptorsNeedASocket

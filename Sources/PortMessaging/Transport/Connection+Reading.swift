@@ -110,6 +110,7 @@ extension Connection {
     /// the read buffer are decoded from it directly (no copy, the header parsed once); only
     /// a frame split across reads goes through the splitter.
     private func readOnce(_ state: inout Inbound, into batch: inout Deliveries, waiting: Bool) -> ReadOutcome {
+        if state.large != nil { return readLarge(&state, into: &batch, waiting: waiting) }
         let buffer: UnsafeMutableRawBufferPointer
         if let kept = state.buffer {
             buffer = kept
@@ -134,7 +135,16 @@ extension Connection {
                 var offset = 0
                 while offset < count {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
+                    guard let header = try parseHeader(rest, state.limits) else { break }
+                    guard header.frameLength <= rest.count else {
+                        // A large frame begun: read on into storage of its own (not over TLS,
+                        // whose reads need a record's room).
+                        if header.frameLength >= LargeFrame.threshold, medium.readsInPlace {
+                            state.large = LargeFrame(header: header, first: rest)
+                            offset = count
+                        }
+                        break
+                    }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
                     batch.append(try decode(frame, header, takingFrom: &state))
                     offset += header.frameLength
@@ -146,7 +156,7 @@ extension Connection {
                 while let frame = try nextFrame(&state.splitter) {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
-                            guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
+                            guard let header = try parseHeader(raw, state.limits) else { throw .malformed("a split frame without its header") }
                             return try decode(raw, header, takingFrom: &state)
                         }
                     }
@@ -156,10 +166,58 @@ extension Connection {
         } catch {
             return .closed(error)
         }
+        if count == buffer.count && buffer.count < Self.readChunk {
+            // A full read: larger reads from now on (nothing decoded refers to the buffer).
+            buffer.deallocate()
+            state.buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
+        }
+        return finishRead(&state, filled: count == buffer.count)
+    }
+
+    /// One read of a large frame, straight into its storage; the frame decoded once whole.
+    private func readLarge(_ state: inout Inbound, into batch: inout Deliveries, waiting: Bool) -> ReadOutcome {
+        guard var large = state.large.take() else { return .empty }
+        var room = 0
+        let got = large.read { into in
+            room = into.count
+            return medium.readSome(into: into, &state, waiting: waiting)
+        }
+        let count: Int
+        switch got {
+        case .success(let bytes): count = bytes
+        case .failure(.wouldBlock):
+            state.large = large
+            return .empty
+        case .failure(let error): return .closed(PortError(connection: "receive", error))
+        }
+        if count == 0 { return .closed(.peerDied) }
+        guard large.isComplete else {
+            state.large = large
+            return finishRead(&state, filled: count == room)
+        }
+        let (frame, firstPayload) = large.parts()
+        do throws(PortError) {
+            let delivery = try frame.withUnsafeBytes { raw in
+                Result { () throws(PortError) -> Delivery in
+                    guard let header = try parseHeader(raw, state.limits) else { throw .malformed("a large frame without its header") }
+                    return try decode(raw, header, takingFrom: &state, firstPayload: firstPayload)
+                }
+            }.get()
+            batch.append(delivery)
+        } catch {
+            return .closed(error)
+        }
+        return finishRead(&state, filled: true)
+    }
+
+    /// What is checked after every read: descriptors no frame claims, and the peer told of
+    /// a frame begun and not finished. `filled`: the read took all the room it had.
+    private func finishRead(_ state: inout Inbound, filled: Bool) -> ReadOutcome {
+        let pending = state.splitter.bufferedByteCount + (state.large?.received ?? 0)
         // Descriptors come with the first byte of the frame that claims them: with no frame
         // begun, any left over were claimed by none (a peer that would make this side hold
         // descriptors for ever).
-        if state.splitter.bufferedByteCount == 0 {
+        if pending == 0 {
             if !state.descriptors.isEmpty {
                 return .closed(.malformed("\(state.descriptors.count) descriptors that no frame claims"))
             }
@@ -168,21 +226,24 @@ extension Connection {
         if let peer = state.peer {
             // A frame begun and not finished: its peer knows since when (a server ends a
             // client that leaves one half sent). Told only as that changes.
-            let buffered = state.splitter.bufferedByteCount
-            if buffered > 0 || state.partialNoted {
-                peer.notePartialMessage(bytes: buffered)
-                state.partialNoted = buffered > 0
+            if pending > 0 || state.partialNoted {
+                peer.notePartialMessage(bytes: pending)
+                state.partialNoted = pending > 0
             }
         }
-        if count == buffer.count && buffer.count < Self.readChunk {
-            // A full read: larger reads from now on (nothing decoded refers to the buffer).
-            buffer.deallocate()
-            state.buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
-        }
-        return count < buffer.count ? .drained : .more
+        return filled ? .more : .drained
     }
 
-    private func parseHeader(_ bytes: UnsafeRawBufferPointer) throws(PortError) -> WireHeader? {
+    /// From now on, frames read are held to `limits` (those of the port that adopted the
+    /// connection, which it announced to the peer) rather than the connection's own.
+    func takeReadLimits(_ limits: WireLimits) {
+        inbound.withLock { state in
+            state.limits = limits
+            state.splitter.limits = limits
+        }
+    }
+
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer, _ limits: WireLimits) throws(PortError) -> WireHeader? {
         do { return try WireHeader.parse(bytes, limits: limits) } catch { throw .malformed(error.description) }
     }
 
@@ -199,8 +260,10 @@ extension Connection {
     /// and a request is refused (`receiverOutOfDescriptors`), a reply fails its request, an
     /// adopted connection is dropped (its peer sees it end); a one-way message, which has
     /// no way back, ends the connection with that error. The connection stays otherwise.
+    /// `firstPayload`: the first component's bytes, read apart (`LargeFrame`) and cut out
+    /// of `frame`, whose first component is then empty.
     private func decode(
-        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom state: inout Inbound
+        _ frame: UnsafeRawBufferPointer, _ header: WireHeader, takingFrom state: inout Inbound, firstPayload: [UInt8]? = nil
     ) throws(PortError) -> Delivery {
         let count = header.descriptorCount
         guard count <= state.descriptors.count else {
@@ -255,6 +318,7 @@ extension Connection {
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         var message = Message(id: header.id, components: components, replyPort: replyPort)
+        if let firstPayload { message.components[0] = .data(firstPayload) }
         message.sender = state.sender
         message.peer = state.peer
         return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)

@@ -85,6 +85,11 @@ final class Connection: Sendable {
     /// What the reads have gathered but not yet delivered, and the buffer they read into.
     struct Inbound {
         var splitter: WireFrameSplitter
+        /// The limits a frame read is held to: the connection's, or those of the port that
+        /// adopted it (`takeReadLimits`).
+        var limits: WireLimits
+        /// A frame too large for the read buffer, being read into its own storage.
+        var large: LargeFrame?
         var descriptors: [CInt] = []
         /// The sender of the bytes read last (a socket read never spans two senders).
         var sender: SenderCredentials?
@@ -119,7 +124,7 @@ final class Connection: Sendable {
         self.pipePeer = pipePeer
         self.socketPeer = socketPeer
         self.blockingSocket = blockingSocket
-        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits), sender: pipePeer))
+        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits), limits: limits, sender: pipePeer))
         // Every read then names its sender, wherever the socket was made (a socket pair's
         // SO_PEERCRED would name the process that made it, a broker say).
         if case .socket(let fd) = medium { try? fd.passCredentials() }

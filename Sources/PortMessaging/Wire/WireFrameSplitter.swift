@@ -11,8 +11,8 @@
 /// The splitter only delimits frames; the transport decodes each one with
 /// `WireCodec.decode`, passing the descriptors that came with it.
 package struct WireFrameSplitter: Sendable {
-    /// The limits every header is checked against.
-    package let limits: WireLimits
+    /// The limits every header is checked against (from the next header on, when changed).
+    package var limits: WireLimits
 
     // Bytes not yet handed out live in buffer[consumed...]; buffer[consumed..<scanned]
     // holds complete frames whose headers were already validated.
