@@ -85,6 +85,26 @@ struct OperatorDocsTests {
         #expect(try text("Packaging/systemd/user/portnamed.socket").contains("ListenStream=%t/portkit/names.sock"))
     }
 
+    /// The cluster drop-in lets the service speak TCP (the shipped units allow AF_UNIX
+    /// only) and starts the daemon with the cluster's flags, each of which portnamed takes.
+    @Test func theClusterDropInAllowsTCPAndRunsANode() throws {
+        let dropIn = try text("Packaging/systemd/cluster.conf")
+        let lines = dropIn.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
+        let families = lines.filter { $0.hasPrefix("RestrictAddressFamilies=") }.joined(separator: " ")
+        #expect(families.contains("AF_INET") && families.contains("AF_INET6") && !families.contains("~"), "\(families)")
+        let starts = lines.filter { $0.hasPrefix("ExecStart=") }
+        // An empty ExecStart= first clears the service's own.
+        #expect(starts.count == 2 && starts[0] == "ExecStart=", "\(starts)")
+        let command = starts.last.map { String($0.dropFirst("ExecStart=".count)) } ?? ""
+        #expect(command.hasPrefix("/usr/local/bin/portnamed "), "\(command)")
+        let daemonFlags = flags(try help(ChildProcessPaths.portnamed))
+        let used = flags(command)
+        #expect(used.isSuperset(of: ["--etcd", "--node", "--listen"]) && used.isSubset(of: daemonFlags), "\(command)")
+        for scope in ["user", "system"] {
+            #expect(try text("Packaging/systemd/\(scope)/portnamed.service").contains("RestrictAddressFamilies=AF_UNIX\n"))
+        }
+    }
+
     /// Every option of every verb, as `portname VERB --help` gives it, is completed for that
     /// verb: bash's completion run for real, zsh's read from the verb's `_arguments`.
     @Test(arguments: ["list", "lookup", "watch", "status", "serve", "send"])
