@@ -28,17 +28,20 @@ _portname() {
     "") COMPREPLY=($(compgen -W "$verbs --address --help --version" -- "$cur")) ;;
     help) COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
     list)
-        [[ $prev == --cluster ]] && return
-        COMPREPLY=($(compgen -W "--cluster --json --help" -- "$cur")) ;;
+        case $prev in
+        --cluster) return ;;
+        --tls-cert | --tls-key | --tls-ca) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        esac
+        COMPREPLY=($(compgen -W "--cluster --tls-cert --tls-key --tls-ca --json --help" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
     lookup)
         [[ $prev == --wait ]] && return
         COMPREPLY=($(compgen -W "--wait --json --help $(_portname_names)" -- "$cur")) ;;
     watch) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
-    serve) COMPREPLY=($(compgen -W "--echo --cluster --help" -- "$cur")) ;;
+    serve) COMPREPLY=($(compgen -W "--echo --cluster --json --help" -- "$cur")) ;;
     send)
         [[ $prev == --id || $prev == --timeout ]] && return
-        COMPREPLY=($(compgen -W "--id --timeout --help $(_portname_names)" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W "--id --timeout --json --help $(_portname_names)" -- "$cur")) ;;
     esac
 }
 

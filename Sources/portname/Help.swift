@@ -11,8 +11,8 @@ enum Verb: String, CaseIterable {
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
         case .status: return "status [--json]"
-        case .serve: return "serve NAME [--echo] [--cluster]"
-        case .send: return "send NAME [--id N] [--timeout SECONDS] [TEXT]"
+        case .serve: return "serve NAME [--echo] [--cluster] [--json]"
+        case .send: return "send NAME [--id N] [--timeout SECONDS] [--json] [TEXT]"
         }
     }
 
@@ -49,7 +49,10 @@ enum Verb: String, CaseIterable {
                 {"event": "appeared"|"vanished", "name": NAME, "pid": PID, "uid": UID, "initial": true|false}
                 ("node": NODE before "initial" for a name on another node)
                 ("initial" marks the names held when the watch began).
-                Runs until interrupted. Exit status: 2 invalid prefix; 5 no server, or it went away.
+                When the name server restarts, the watch goes on at the new one: it prints
+                what changed while the server was away (names gone, names registered
+                meanwhile), then the new server's changes.
+                Runs until interrupted. Exit status: 2 invalid prefix; 5 no server.
                 """
         case .status:
             return """
@@ -66,7 +69,11 @@ enum Verb: String, CaseIterable {
                 until killed; the name is released when it exits. When the name server
                 restarts, it reconnects and registers NAME again (said on stderr). With
                 --cluster, at a server that is a cluster's node, NAME is published to every
-                node (else it stays on this host).
+                node (else it stays on this host). With --json, one object per line:
+                {"event": "serving", "name": NAME, "pid": PID} once registered, then
+                {"event": "server_lost", "name": NAME} when the name server goes and
+                {"event": "serving_again", "name": NAME, "pid": PID, "server_pid": PID}
+                when NAME is registered again.
                 Exit status: 1 name taken (also by another process while the server was
                 away, or by another node); 2 invalid name; 5 no server.
                 """
@@ -74,7 +81,8 @@ enum Verb: String, CaseIterable {
             return """
                 Sends TEXT (empty without it) as a request with id N (default 0) to the port
                 registered as NAME and prints the reply's bytes as text. --timeout bounds the
-                send and the wait for the reply (default 10 seconds).
+                send and the wait for the reply (default 10 seconds). With --json:
+                {"name": NAME, "id": ID, "reply": TEXT} (ID: the reply's id).
                 Exit status: 0; 1 not found; 2 invalid name; 3 timed out; 4 the owner died; 5 no server.
                 """
         }
@@ -106,7 +114,7 @@ enum Help {
     static var general: String {
         """
         \(synopsis(nil))
-               portname --help | --version | VERB --help
+               portname --help | --version | VERB --help | help VERB
 
         Lists, looks up and watches the names a PortKit name server holds, and serves or
         sends to a named port. Names are 1 to 255 bytes of UTF-8 without whitespace,

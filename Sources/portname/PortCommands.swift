@@ -26,11 +26,16 @@ enum PortCommands {
         } catch {
             throw Exit(error)
         }
-        say("serving \(name)")
+        let json = options.wantsJSON
+        say(json ? servingLine("serving", name: name, pid: Int(getpid())) : "serving \(name)")
         registration.onStateChange(on: loop) { state in
             switch state {
-            case .serverLost: sayError("the name server at \(client.address) went away; reconnecting")
-            case .registeredAgain: sayError("serving \(name) again (name server pid \(client.serverPID))")
+            case .serverLost:
+                if json { say(servingLine("server_lost", name: name)) }
+                sayError("the name server at \(client.address) went away; reconnecting")
+            case .registeredAgain:
+                if json { say(servingLine("serving_again", name: name, pid: Int(getpid()), serverPID: Int(client.serverPID))) }
+                sayError("serving \(name) again (name server pid \(client.serverPID))")
             case .takenByAnother(let pid):
                 sayError("'\(name)' was taken by process \(pid) while the name server was away")
                 exit(1)
@@ -68,10 +73,30 @@ enum PortCommands {
         do {
             let request = Message(id: id, components: [.data(Array(text.utf8))], replyPort: nil)
             let reply = try port.blockingRequest(request, sendTimeout: timeout, receiveTimeout: timeout)
-            say(String(decoding: reply.bytes, as: UTF8.self))
+            let text = String(decoding: reply.bytes, as: UTF8.self)
+            if options.wantsJSON {
+                var line = JSONLine()
+                line.add("name", name)
+                line.add("id", Int(reply.id))
+                line.add("reply", text)
+                say(line.text)
+            } else {
+                say(text)
+            }
         } catch {
             throw Exit(error, name: name)
         }
         port.invalidate()
+    }
+
+    /// A `serve --json` line: `{"event": EVENT, "name": NAME}`, then `"pid"` (this
+    /// process) and `"server_pid"` when given.
+    private static func servingLine(_ event: String, name: String, pid: Int? = nil, serverPID: Int? = nil) -> String {
+        var line = JSONLine()
+        line.add("event", event)
+        line.add("name", name)
+        if let pid { line.add("pid", pid) }
+        if let serverPID { line.add("server_pid", serverPID) }
+        return line.text
     }
 }

@@ -11,7 +11,8 @@ let options: DaemonOptions
 do {
     options = try DaemonOptions.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    DaemonLog(level: .warning).failure("\(error.message)\n\(DaemonOptions.usage)")
+    // The mistake and where help is, not the whole help: it would bury the one line.
+    DaemonLog(level: .warning).failure("\(error.message)\n(see 'portnamed --help')")
     exit(2)
 }
 if options.showHelp {
@@ -48,7 +49,7 @@ if let etcd = options.etcd, let node = options.node {
         }
         cluster = try ClusterLink(endpoint: etcd, nodeName: node, leaseTTL: options.leaseTTL, listen: options.listen, tls: tls, log: log)
     } catch let error as DirectoryError {
-        DaemonLog(level: .warning).failure("\(error)\n\(DaemonOptions.usage)")
+        DaemonLog(level: .warning).failure("\(error)\n(see 'portnamed --help')")
         exit(2)
     } catch {
         log.failure("cannot take connections from other hosts: \(error)")

@@ -208,15 +208,22 @@ struct CrossProcessNameTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let warmUp = try SpawnedProcess.helper("names-client-cycles", [directory.address, "1"])
+        let warmUp = try SpawnedProcess.helper("names-client-cycles", [directory.address, "--seconds", "0", "--minimum", "1"])
         _ = try warmUp.readLine()
         try warmUp.wait()
         let before = try descriptors(server)
-        let cycles = try SpawnedProcess.helper("names-client-cycles", [directory.address, "100"])
-        let line = try cycles.readLine(within: .seconds(120))
-        #expect(try cycles.wait() == .exited(0))
-        let parts = line.split(separator: " ")
-        #expect(parts.count == 2 && parts[0].dropFirst("before=".count) == parts[1].dropFirst("after=".count), "client: \(line)")
+        // Client cycles for a time (StressBudget), each checked by the helper.
+        let budget = StressBudget.fromEnvironment()
+        let cycles = try SpawnedProcess.helper("names-client-cycles", [directory.address] + budget.arguments)
+        let line = try cycles.readLine(within: budget.hangLimit)
+        #expect(try cycles.wait() == .exited(0), "client: \(line)")
+        var fields: [Substring: Int] = [:]
+        for field in line.split(separator: " ") {
+            let pair = field.split(separator: "=")
+            if pair.count == 2 { fields[pair[0]] = Int(pair[1]) }
+        }
+        #expect((fields["cycles"] ?? 0) >= budget.minimumCycles, "client: \(line)")
+        #expect(fields["before"] != nil && fields["before"] == fields["after"], "client: \(line)")
         #expect(try waitFor { try descriptors(server) == before }, "server descriptors before: \(before)")
     }
 

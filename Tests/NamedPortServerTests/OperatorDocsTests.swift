@@ -84,4 +84,99 @@ struct OperatorDocsTests {
         }
         #expect(try text("Packaging/systemd/user/portnamed.socket").contains("ListenStream=%t/portkit/names.sock"))
     }
+
+    /// The cluster drop-in lets the service speak TCP (the shipped units allow AF_UNIX
+    /// only) and starts the daemon with the cluster's flags, each of which portnamed takes.
+    @Test func theClusterDropInAllowsTCPAndRunsANode() throws {
+        let dropIn = try text("Packaging/systemd/cluster.conf")
+        let lines = dropIn.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") }
+        let families = lines.filter { $0.hasPrefix("RestrictAddressFamilies=") }.joined(separator: " ")
+        #expect(families.contains("AF_INET") && families.contains("AF_INET6") && !families.contains("~"), "\(families)")
+        let starts = lines.filter { $0.hasPrefix("ExecStart=") }
+        // An empty ExecStart= first clears the service's own.
+        #expect(starts.count == 2 && starts[0] == "ExecStart=", "\(starts)")
+        let command = starts.last.map { String($0.dropFirst("ExecStart=".count)) } ?? ""
+        #expect(command.hasPrefix("/usr/local/bin/portnamed "), "\(command)")
+        let daemonFlags = flags(try help(ChildProcessPaths.portnamed))
+        let used = flags(command)
+        #expect(used.isSuperset(of: ["--etcd", "--node", "--listen"]) && used.isSubset(of: daemonFlags), "\(command)")
+        for scope in ["user", "system"] {
+            #expect(try text("Packaging/systemd/\(scope)/portnamed.service").contains("RestrictAddressFamilies=AF_UNIX\n"))
+        }
+    }
+
+    /// Every option of every verb, as `portname VERB --help` gives it, is completed for that
+    /// verb: bash's completion run for real, zsh's read from the verb's `_arguments`.
+    @Test(arguments: ["list", "lookup", "watch", "status", "serve", "send"])
+    func eachVerbsOptionsAreCompletedForThatVerb(verb: String) throws {
+        let usage = try help(ChildProcessPaths.portname, [verb, "--help"])
+        let synopsis = try #require(usage.split(separator: "\n").first.map(String.init))
+        let options = flags(synopsis).subtracting(["--address"]).union(["--help"])
+        #expect(options.count > 1, "\(synopsis)")
+
+        let script = """
+            source "\(Self.root)/Packaging/completion/portname.bash"
+            COMP_WORDS=(portname \(verb) --); COMP_CWORD=2; _portname
+            printf '%s\\n' "${COMPREPLY[@]}"
+            """
+        let bash = try SpawnedProcess.spawn("/bin/bash", ["-c", script])
+        let offered = Set(try bash.remainingLines(within: .seconds(60)))
+        #expect(try bash.wait(within: .seconds(60)) == .exited(0))
+        for option in options { #expect(offered.contains(option), "bash offers \(offered.sorted()) for \(verb), not \(option)") }
+
+        let zsh = try text("Packaging/completion/_portname")
+        let start = try #require(zsh.range(of: "        \(verb)) _arguments"), "_portname has no \(verb) case")
+        let section = zsh[start.lowerBound...].prefix { $0 != ";" }
+        for option in options { #expect(flags(String(section)).contains(option), "_portname's \(verb) lacks \(option)") }
+    }
+
+    /// The page says how `--json` output reads (JSON Lines, with jq) and documents
+    /// `portname help VERB`.
+    @Test func thePageDocumentsJSONLinesAndHelpVerb() throws {
+        let page = try text("docs/man/portname.1")
+        #expect(page.contains("JSON Lines") && page.contains("| jq"))
+        #expect(page.contains(".BI help \" VERB\""))
+    }
+
+    /// Rendered (mandoc), every shape in the JSON OUTPUT section is a JSON object once its
+    /// placeholders are values: no quote is eaten by the markup.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/mandoc"), "needs mandoc (Debian mandoc)"))
+    func theJSONShapesRenderAsJSON() throws {
+        let mandoc = try SpawnedProcess.spawn("/usr/bin/mandoc", ["-T", "utf8", Self.root + "/docs/man/portname.1"])
+        let rendered = try mandoc.remainingLines(within: .seconds(60))
+        #expect(try mandoc.wait(within: .seconds(60)) == .exited(0))
+        // Bold and italic are overstruck: drop "X\u{8}" pairs.
+        let plain = rendered.map { $0.replacingOccurrences(of: ".\u{8}", with: "", options: .regularExpression) }
+        let start = try #require(plain.firstIndex(of: "JSON OUTPUT"))
+        let end = try #require(plain[start...].firstIndex(of: "OPTIONS"))
+        // A shape is the lines from one starting with "{" to one ending with "}".
+        var shapes: [String] = [], current: String?
+        for line in plain[start..<end] {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if current == nil, trimmed.hasPrefix("{") { current = "" }
+            guard current != nil else { continue }
+            current! += trimmed + " "
+            if trimmed.hasSuffix("}") {
+                shapes.append(current!)
+                current = nil
+            }
+        }
+        #expect(shapes.count >= 9, "\(shapes)")
+        let values = [
+            "NAME": "\"n\"", "NODE": "\"n\"", "PATH": "\"/p\"", "TEXT": "\"t\"",
+            "PID": "1", "UID": "1", "ID": "1", "N": "1", "SECONDS": "1.5",
+        ]
+        for shape in shapes {
+            let json = shape.replacingOccurrences(of: "\\b[A-Z]+\\b", with: "$0", options: .regularExpression)
+                .split(separator: " ", omittingEmptySubsequences: false)
+                .map { word -> String in
+                    let bare = word.trimmingCharacters(in: CharacterSet(charactersIn: ",}"))
+                    guard let value = values[bare] else { return String(word) }
+                    return word.replacingOccurrences(of: bare, with: value)
+                }
+                .joined(separator: " ")
+            let parsed = try? JSONSerialization.jsonObject(with: Data(json.utf8))
+            #expect(parsed is [String: Any], "the page renders \(shape), which is no JSON object")
+        }
+    }
 }

@@ -156,18 +156,20 @@ struct ChildProcessPortTests {
     }
 
     /// A child streaming to its boss while another thread sends it requests, SIGKILLed
-    /// mid-stream, 2,000 times (`PORTKIT_DEATH_RACE_CYCLES` sets fewer, for slow sanitizer
-    /// runs): every request that fails says `peerDied`, no system call meets a descriptor
+    /// mid-stream, cycle after cycle for a time (`StressBudget`: `PORTKIT_STRESS_SECONDS`):
+    /// in every cycle the requester ends with `peerDied`, no system call meets a descriptor
     /// that was closed under it, and no descriptor is left open. In a helper process, so
     /// that no other test's descriptors or system calls are counted.
     @Test(arguments: [ChildWorker.Channel.socket, .pipes])
     func aSendRacingItsPeersDeathFailsWithPeerDiedAndTouchesNoClosedDescriptor(channel: ChildWorker.Channel) throws {
-        let cycles = ProcessInfo.processInfo.environment["PORTKIT_DEATH_RACE_CYCLES"].flatMap(Int.init) ?? 2000
+        let budget = StressBudget.fromEnvironment()
         let (status, output) = try ChildProcess.run(
-            "port-death-race", ["\(cycles)"] + (channel == .pipes ? ["pipes"] : []))
+            "port-death-race", budget.arguments + (channel == .pipes ? ["pipes"] : []), within: budget.hangLimit)
         #expect(status == 0, "helper said: \(output)")
         let fields = keyValueFields(output).compactMapValues { Int($0) }
-        #expect(fields["cycles"] == cycles, "helper said: \(output)")
+        let cycles = try #require(fields["cycles"], "helper said: \(output)")
+        #expect(cycles >= budget.minimumCycles, "helper said: \(output)")
+        #expect(fields["badCycles"] == 0, "a cycle's requester did not end with peerDied alone: \(output)")
         #expect(fields["peerDied"] == cycles, "every cycle's requester ends with peerDied: \(output)")
         #expect(fields["invalidPort"] == 0, "helper said: \(output)")
         #expect(fields["other"] == 0, "helper said: \(output)")
@@ -175,11 +177,17 @@ struct ChildProcessPortTests {
         #expect(fields["before"] != nil && fields["before"] == fields["after"], "descriptors leaked: \(output)")
     }
 
-    @Test func noDescriptorLeaksOverAHundredChildCycles() throws {
-        let (status, output) = try ChildProcess.run("port-child-cycles", ["100"])
+    /// Children spawned, checked in, asked once and SIGKILLed, one after another for a
+    /// time (`StressBudget`): after every cycle this process has the descriptors it had
+    /// before it.
+    @Test func noDescriptorLeaksOverChildCycles() throws {
+        let budget = StressBudget.fromEnvironment()
+        let (status, output) = try ChildProcess.run("port-child-cycles", budget.arguments, within: budget.hangLimit)
         #expect(status == 0, "helper said: \(output)")
-        let counts = output.split(separator: " ").compactMap { $0.split(separator: "=").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } }
-        try #require(counts.count == 2, "helper said: \(output)")
-        #expect(counts[0] == counts[1], "100 children came and went: \(output)")
+        let fields = keyValueFields(output).compactMapValues { Int($0) }
+        let cycles = try #require(fields["cycles"], "helper said: \(output)")
+        #expect(cycles >= budget.minimumCycles, "helper said: \(output)")
+        #expect(fields["leakingCycles"] == 0, "a cycle left a descriptor open: \(output)")
+        #expect(fields["before"] != nil && fields["before"] == fields["after"], "children came and went: \(output)")
     }
 }

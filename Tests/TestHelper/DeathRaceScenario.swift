@@ -5,19 +5,24 @@ import PortMessaging
 import PortKitTestSupport
 import Synchronization
 
-/// `port-death-race CYCLES [pipes]`: CYCLES times, spawns a port worker, has it stream
-/// messages to its boss while another thread sends it requests back to back, and SIGKILLs
-/// it mid-stream. Every request that fails must fail with `peerDied`. Prints
-/// "cycles=N peerDied=N invalidPort=N other=N badDescriptors=N before=N after=N": the
-/// requests' failures by kind, the system calls that met a closed descriptor, and this
-/// process's open descriptors after a warm-up cycle and after the last.
+/// `port-death-race --seconds S --minimum N [pipes]`: for S seconds and at least N cycles,
+/// spawns a port worker, has it stream messages to its boss while another thread sends it
+/// requests back to back, and SIGKILLs it mid-stream. In every cycle the requester must
+/// end with exactly one failure, `peerDied`. Prints "cycles=N badCycles=N peerDied=N
+/// invalidPort=N other=N badDescriptors=N before=N after=N": the cycles run, those whose
+/// requester did not end with `peerDied` alone, the requests' failures by kind, the system
+/// calls that met a closed descriptor, and this process's open descriptors after a warm-up
+/// cycle and after the last.
 @Sendable func portDeathRace(_ arguments: [String]) -> Int32 {
-    let cycles = Int(arguments.first ?? "") ?? 2000
+    guard let budget = StressBudget(arguments: arguments) else { return usage("port-death-race --seconds S --minimum N [pipes]") }
     let channel: ChildWorker.Channel = arguments.contains("pipes") ? .pipes : .socket
     let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     let failures = Locked([String: Int]())
 
+    let badCycles = Counter()
+
     func cycle() throws {
+        let failedBefore = failures.withLock { $0 }
         let loop = ThreadLoop.current
         let boss = ReceivePort()
         let streamed = Counter()
@@ -57,6 +62,12 @@ import Synchronization
         child.wait()
         while worker.isValid, ContinuousClock.now < deadline { _ = try loop.run(mode: .default, for: .milliseconds(10)) }
         requester.join()
+        // This cycle's requester failed once, with peerDied.
+        let failedNow = failures.withLock { $0 }
+        if failedNow.values.reduce(0, +) != failedBefore.values.reduce(0, +) + 1
+            || failedNow["peerDied", default: 0] != failedBefore["peerDied", default: 0] + 1 {
+            badCycles.increment()
+        }
         worker.invalidate()
         boss.invalidate()
         _ = try loop.run(mode: .default, for: .zero)
@@ -65,11 +76,11 @@ import Synchronization
         try cycle()  // warm up what is opened once
         failures.withLock { $0 = [:] }
         let before = openDescriptorCount()
-        for _ in 0..<cycles { try cycle() }
+        let cycles = try budget.run { _ in try cycle() }
         // The last closes run on this loop's thread: let them.
         _ = try ThreadLoop.current.run(mode: .default, for: .milliseconds(50))
         let counts = failures.withLock { $0 }
-        say("cycles=\(cycles) peerDied=\(counts["peerDied", default: 0]) invalidPort=\(counts["invalidPort", default: 0])"
+        say("cycles=\(cycles) badCycles=\(badCycles.count) peerDied=\(counts["peerDied", default: 0]) invalidPort=\(counts["invalidPort", default: 0])"
             + " other=\(counts["other", default: 0])"
             + " badDescriptors=\(SystemCallAudit.badDescriptors.load(ordering: .relaxed))"
             + " before=\(before) after=\(openDescriptorCount())")

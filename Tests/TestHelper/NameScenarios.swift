@@ -2,6 +2,7 @@ import Foundation
 import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitTestSupport
 
 // Name-server scenarios: the processes the NamedPortServerTests start, kill and watch.
 // Each prints what happened as lines on stdout (flushed at once) and, where the test
@@ -309,12 +310,14 @@ private func standardInputIsReadable() -> Bool {
     return 0
 }
 
-/// `names-client-cycles ADDRESS COUNT`: COUNT times: connect, register a name, look it
-/// up, send a request through the brokered connection, watch, list, close. Prints
-/// "before=N after=M", this process's open descriptors before and after.
+/// `names-client-cycles ADDRESS --seconds S --minimum N`: for S seconds and at least N
+/// cycles: connect, register a name, look it up, send a request through the brokered
+/// connection (its reply must echo it), watch, list, close. Prints "cycles=N before=N
+/// after=M": the cycles run and this process's open descriptors before and after.
 @Sendable func namesClientCycles(_ arguments: [String]) -> Int32 {
-    guard arguments.count == 2, let count = Int(arguments[1]) else { return usage("names-client-cycles ADDRESS COUNT") }
-    let address = arguments[0]
+    guard let address = arguments.first, let budget = StressBudget(arguments: Array(arguments.dropFirst())) else {
+        return usage("names-client-cycles ADDRESS --seconds S --minimum N")
+    }
     let portLoop = ConditionLock<ThreadLoop?>(nil)
     let loopThread = JoinableThread {
         let loop = ThreadLoop.current
@@ -330,9 +333,12 @@ private func standardInputIsReadable() -> Bool {
         try port.schedule(on: loop) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
         try client.blockingRegister("cycle.\(index)", port: port)
         let send = try client.blockingLookup("cycle.\(index)")
-        _ = try send.blockingRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        let reply = try send.blockingRequest(Message(id: 1, components: [.data([1, 2, 3])], replyPort: nil))
+        guard reply.bytes == [1, 2, 3] else { throw CycleFailure(description: "cycle \(index): the reply was \(reply.bytes)") }
         let watch = try client.blockingWatch(prefix: "cycle.")
-        _ = try client.blockingList()
+        guard try client.blockingList().contains(where: { $0.name == "cycle.\(index)" }) else {
+            throw CycleFailure(description: "cycle \(index): the list lacks this cycle's name")
+        }
         watch.cancel()
         send.invalidate()
         client.close()
@@ -343,8 +349,8 @@ private func standardInputIsReadable() -> Bool {
         // Closing is asynchronous on the I/O thread: let the count settle.
         _ = settledDescriptorCount()
         let before = settledDescriptorCount()
-        for index in 1...count { try cycle(index) }
-        say("before=\(before) after=\(settledDescriptorCount(expecting: before))")
+        let cycles = try budget.run { index in try cycle(index + 1) }
+        say("cycles=\(cycles) before=\(before) after=\(settledDescriptorCount(expecting: before))")
     } catch {
         say("error \(error)")
         return 1
@@ -352,6 +358,11 @@ private func standardInputIsReadable() -> Bool {
     loop.stop()
     loopThread.join()
     return 0
+}
+
+/// A cycle of a stress scenario that broke its invariant.
+private struct CycleFailure: Error, CustomStringConvertible {
+    var description: String
 }
 
 /// The open descriptor count once it stops changing (or equals `expecting`), within 10 s.
@@ -388,7 +399,8 @@ private func setDescriptorLimit(_ limit: Int) -> Bool {
     return setrlimit(resource, &value) == 0
 }
 
-private func usage(_ text: String) -> Int32 {
+/// Says how a scenario is called; the exit status of a usage error.
+func usage(_ text: String) -> Int32 {
     say("usage: \(text)")
     return 2
 }

@@ -70,10 +70,13 @@ import Synchronization
     }
 }
 
-/// Spawns 100 port workers one after another (this same executable), checks each in,
-/// does one request, kills it with SIGKILL, and prints "before=N after=M" descriptor counts.
+/// `port-child-cycles --seconds S --minimum N [pipes]`: for S seconds and at least N cycles,
+/// spawns a port worker (this same executable), checks it in, does one request, kills it
+/// with SIGKILL, and checks that this process's descriptors are back to their count before
+/// it. Prints "cycles=N leakingCycles=N before=N after=M": the cycles run, those after which
+/// a descriptor stayed open, and the descriptor counts after a warm-up cycle and the last.
 @Sendable func portChildCycles(_ arguments: [String]) -> Int32 {
-    let cycles = Int(arguments.first ?? "") ?? 100
+    guard let budget = StressBudget(arguments: arguments) else { return usage("port-child-cycles --seconds S --minimum N [pipes]") }
     let me = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().path
     let channel: ChildWorker.Channel = arguments.contains("pipes") ? .pipes : .socket
     func cycle() throws {
@@ -95,8 +98,12 @@ import Synchronization
     do {
         try cycle()  // warm up what is opened once
         let before = openDescriptorCount()
-        for _ in 0..<cycles { try cycle() }
-        say("before=\(before) after=\(openDescriptorCount())")
+        var leaking = 0
+        let cycles = try budget.run { _ in
+            try cycle()
+            if openDescriptorCount() != before { leaking += 1 }
+        }
+        say("cycles=\(cycles) leakingCycles=\(leaking) before=\(before) after=\(openDescriptorCount())")
         return 0
     } catch {
         say("error: \(error)")

@@ -7,8 +7,11 @@ package struct ChildProcess {
     package static var helperPath: String { SpawnedProcess.product("portkit-test-helper") }
 
     /// Runs `portkit-test-helper scenario arguments…` to the end; returns (status, stdout).
-    package static func run(_ scenario: String, _ arguments: [String] = []) throws -> (status: Int32, output: String) {
-        try run(executable: helperPath, [scenario] + arguments)
+    /// `limit` bounds the wait for its output: past it the helper is taken for hung.
+    package static func run(
+        _ scenario: String, _ arguments: [String] = [], within limit: Duration = .seconds(120)
+    ) throws -> (status: Int32, output: String) {
+        try run(executable: helperPath, [scenario] + arguments, within: limit)
     }
 
     /// The path of another product built beside the test helper (an example program).
@@ -16,9 +19,11 @@ package struct ChildProcess {
 
     /// Runs `executable arguments…` to the end; returns (status, stdout). A child killed by
     /// a signal reports 128 plus the signal's number, as a shell does.
-    package static func run(executable: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+    package static func run(
+        executable: String, _ arguments: [String], within limit: Duration = .seconds(120)
+    ) throws -> (status: Int32, output: String) {
         let child = try SpawnedProcess.spawn(executable, arguments)
-        let output = try child.remainingOutput(within: .seconds(120))
+        let output = try child.remainingOutput(within: limit)
         switch try child.wait(within: .seconds(60)) {
         case .exited(let code): return (code, output)
         case .signalled(let signal): return (128 + signal, output)
