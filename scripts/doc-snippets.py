@@ -160,7 +160,6 @@ def cell(span):
 def readme_program(blocks):
     out = [HEADER.format("README.md")]
     for b in blocks:
-        out.append(f"// README.md, line {b.line}\n")
         if b.prelude:
             out.append(b.prelude + "\n")
         out.append(b.code + "\n")
@@ -186,8 +185,7 @@ def document_file(doc, blocks):
             groups[-1].append(b)
         else:
             groups.append([b])
-    for group in groups:
-        first = group[0]
+    for number, group in enumerate(groups, 1):
         body = []
         for b in group:
             if b.prelude:
@@ -195,13 +193,15 @@ def document_file(doc, blocks):
             if isinstance(b.code, list):
                 for line, span in b.code:
                     text = cell(span)
-                    body.append(f"do {{ // line {line}\n{indent(text)}\n{indent(uses(text))}}}")
+                    body.append(f"do {{\n{indent(text)}\n{indent(uses(text))}}}")
             else:
                 code = "\n".join(l for l in b.code.split("\n") if not l.startswith("import "))
                 body.append(code)
         text = "\n".join(body)
         text += "\n" + uses("\n".join([b.prelude for b in group] + [b.code for b in group if isinstance(b.code, str)]))
-        out.append(f"    /// Line {first.line}.\n    static func line{first.line}() async throws {{\n{indent(text.rstrip(), '        ')}\n    }}\n\n")
+        kind = "table" if isinstance(group[0].code, list) else "snippet"
+        out.append(f"    /// The document's {kind} number {number} (counting snippets and tables).\n"
+                   f"    static func {kind}{number}() async throws {{\n{indent(text.rstrip(), '        ')}\n    }}\n\n")
     out[-1] = out[-1].rstrip("\n") + "\n"
     out.append("}\n")
     return name, "".join(out)

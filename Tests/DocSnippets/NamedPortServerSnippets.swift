@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of Sources/NamedPortServer/NamedPortServer.docc/NamedPortServer.md, compiled, never run.
 enum NamedPortServerSnippets {
-    /// Line 19.
-    static func line19() async throws {
+    /// The document's snippet number 1 (counting snippets and tables).
+    static func snippet1() async throws {
         let port = ReceivePort()
 
         // Between threads of one process: no system call.

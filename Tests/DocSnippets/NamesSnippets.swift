@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of docs/NAMES.md, compiled, never run.
 enum NamesSnippets {
-    /// Line 334.
-    static func line334() async throws {
+    /// The document's snippet number 1 (counting snippets and tables).
+    static func snippet1() async throws {
         let names = try await NameServerClient.connect()
         let db = try await names.lookup("db", waitingUpTo: .seconds(5))
         for try await event in try await names.watch(prefix: "db.") { print(event) }
@@ -15,8 +15,8 @@ enum NamesSnippets {
         _ = db
     }
 
-    /// Line 363.
-    static func line363() async throws {
+    /// The document's snippet number 2 (counting snippets and tables).
+    static func snippet2() async throws {
         let port = ReceivePort()
         let loop = ThreadLoop.current          // the loop that serves `port`, and runs
         let names = try NameServerClient.blockingConnect(reconnectingOn: loop)

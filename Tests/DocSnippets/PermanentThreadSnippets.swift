@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of Sources/PermanentThread/PermanentThread.docc/PermanentThread.md, compiled, never run.
 enum PermanentThreadSnippets {
-    /// Line 18.
-    static func line18() async throws {
+    /// The document's snippet number 1 (counting snippets and tables).
+    static func snippet1() async throws {
         @Sendable func flush() {}
         @Sendable func query() throws -> [String] { [] }
         @Sendable func countRows() -> Int { 0 }
@@ -23,8 +23,8 @@ enum PermanentThreadSnippets {
         _ = count
     }
 
-    /// Line 38.
-    static func line38() async throws {
+    /// The document's snippet number 2 (counting snippets and tables).
+    static func snippet2() async throws {
         @Sendable func tick() {}
         @Sendable func log(_ activity: LoopActivity) {}
         let loop = ThreadLoop.current

@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of Sources/PortCluster/PortCluster.docc/PortCluster.md, compiled, never run.
 enum PortClusterSnippets {
-    /// Line 19.
-    static func line19() async throws {
+    /// The document's snippet number 1 (counting snippets and tables).
+    static func snippet1() async throws {
 
         let etcd = try EtcdClient(endpoint: "http://127.0.0.1:2379")
         let lease = try etcd.grantLease(ttl: 5)

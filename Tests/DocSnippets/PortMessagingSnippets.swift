@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of Sources/PortMessaging/PortMessaging.docc/PortMessaging.md, compiled, never run.
 enum PortMessagingSnippets {
-    /// Line 11.
-    static func line11() async throws {
+    /// The document's snippet number 1 (counting snippets and tables).
+    static func snippet1() async throws {
 
         // Receive: a port scheduled on a loop; the handler runs on the loop's thread.
         let port = ReceivePort()
@@ -25,8 +25,8 @@ enum PortMessagingSnippets {
         _ = reply
     }
 
-    /// Line 79.
-    static func line79() async throws {
+    /// The document's snippet number 2 (counting snippets and tables).
+    static func snippet2() async throws {
         let (loop, port, worker) = (ThreadLoop.current, ReceivePort(), PermanentThread(name: "answers"))
         try worker.run()
         try port.schedule(on: loop) { message, pending in
@@ -40,8 +40,8 @@ enum PortMessagingSnippets {
         _ = worker
     }
 
-    /// Line 101.
-    static func line101() async throws {
+    /// The document's snippet number 3 (counting snippets and tables).
+    static func snippet3() async throws {
         let port = ReceivePort()
         let thread = PermanentThread(name: "server")
         try thread.run()
@@ -53,8 +53,8 @@ enum PortMessagingSnippets {
         _ = thread
     }
 
-    /// Line 129.
-    static func line129() async throws {
+    /// The document's snippet number 4 (counting snippets and tables).
+    static func snippet4() async throws {
         let sendPort = ReceivePort().makeSendPort()
         let reply = try await sendPort.request(Message(id: 2, text: "ask"), receiveTimeout: .seconds(5))
         _ = sendPort

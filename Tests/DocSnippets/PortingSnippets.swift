@@ -13,87 +13,87 @@ enum PortingSnippets {
     /// A cell's value, unused.
     static func discard<T>(_ value: T) {}
 
-    /// Line 14.
-    static func line14() async throws {
+    /// The document's table number 1 (counting snippets and tables).
+    static func table1() async throws {
         let thread = PermanentThread(name: "worker")
         let loop = ThreadLoop.current
-        do { // line 16
+        do {
             let thread = PermanentThread(name: "worker")
             _ = thread
         }
-        do { // line 16
+        do {
             try discard(thread.run())
         }
-        do { // line 19
+        do {
             try discard(loop.run())
         }
-        do { // line 20
+        do {
             try discard(loop.run(mode: .default, until: .now + .seconds(1), returnAfterSourceHandled: true))
         }
-        do { // line 21
+        do {
             discard(loop.stop())
         }
-        do { // line 21
+        do {
             discard(loop.wakeUp())
         }
-        do { // line 23
+        do {
             discard(LoopMode("name"))
         }
-        do { // line 26
+        do {
             try discard(thread.execute { placeholder() })
         }
-        do { // line 27
+        do {
             try discard(thread.sync { placeholder() })
         }
-        do { // line 28
+        do {
             try discard(loop.perform(inModes: []) { placeholder() })
         }
-        do { // line 29
+        do {
             try discard(loop.perform { placeholder() })
         }
-        do { // line 30
+        do {
             try await discard(thread.submit { placeholder() })
         }
         _ = thread
         _ = loop
     }
 
-    /// Line 40.
-    static func line40() async throws {
+    /// The document's table number 2 (counting snippets and tables).
+    static func table2() async throws {
         let loop = ThreadLoop.current
         let (timer, fd) = (LoopTimer(after: .seconds(1)) { _ in }, CInt(0))
         let observer = LoopObserver(activities: [.beforeWaiting]) { _, _ in }
         let source = LoopSource(perform: {})
-        do { // line 42
+        do {
             let timer = LoopTimer(after: .milliseconds(100), repeating: .milliseconds(100)) { timer in placeholder() }
             _ = timer
         }
-        do { // line 42
+        do {
             try discard(loop.add(timer, forMode: .common))
         }
-        do { // line 43
+        do {
             discard(timer.invalidate())
         }
-        do { // line 44
+        do {
             discard(LoopObserver(activities: [.beforeWaiting, .afterWaiting], repeats: true, order: 0) { observer, activity in placeholder() })
         }
-        do { // line 44
+        do {
             try discard(loop.add(observer, forMode: .default))
         }
-        do { // line 45
+        do {
             discard(LoopSource(perform: { placeholder() }))
         }
-        do { // line 45
+        do {
             try discard(loop.add(source, forMode: .default))
         }
-        do { // line 45
+        do {
             discard(source.signal())
         }
-        do { // line 46
+        do {
             let source = DescriptorSource(descriptor: fd, events: .readable) { source, events in placeholder() }
             _ = source
         }
-        do { // line 46
+        do {
             try discard(loop.add(source, forMode: .default))
         }
         _ = loop
@@ -103,55 +103,55 @@ enum PortingSnippets {
         _ = source
     }
 
-    /// Line 54.
-    static func line54() async throws {
+    /// The document's table number 3 (counting snippets and tables).
+    static func table3() async throws {
         let (loop, port, workerPort, bossPort) = (ThreadLoop.current, ReceivePort(), ReceivePort(), ReceivePort())
         let (sendPort, boss, message) = (port.makeSendPort(), bossPort.makeSendPort(), Message(id: 1))
-        do { // line 56
+        do {
             discard(ReceivePort())
         }
-        do { // line 57
+        do {
             try discard(port.schedule(on: loop, inModes: [.default]) { message in placeholder() })
         }
-        do { // line 58
+        do {
             try discard(port.add(toMode: .common))
         }
-        do { // line 58
+        do {
             discard(port.remove(fromMode: .common))
         }
-        do { // line 59
+        do {
             discard(port.makeSendPort())
         }
-        do { // line 60
+        do {
             let message = Message(id: 1, text: "hello")
             _ = message
         }
-        do { // line 61
+        do {
             try discard(sendPort.send(message, timeout: .seconds(1)))
         }
-        do { // line 62
+        do {
             try discard(PortCheckIn.checkIn(to: boss, from: workerPort))
         }
-        do { // line 62
+        do {
             try discard(bossPort.schedule(on: loop) { _ in nil })
         }
-        do { // line 62
+        do {
             let worker = try PortCheckIn.awaitWorker(on: bossPort)
             _ = worker
         }
-        do { // line 63
+        do {
             bossPort.handsCheckInsToHandler = true
         }
-        do { // line 63
+        do {
             discard(Message(id: 100))
         }
-        do { // line 64
+        do {
             discard(port.invalidate())
         }
-        do { // line 64
+        do {
             discard(port.onInvalidation { port in placeholder() })
         }
-        do { // line 64
+        do {
             try discard(sendPort.onInvalidation(on: loop) { sendPort in placeholder() })
         }
         _ = loop
@@ -163,45 +163,45 @@ enum PortingSnippets {
         _ = message
     }
 
-    /// Line 72.
-    static func line72() async throws {
+    /// The document's table number 4 (counting snippets and tables).
+    static func table4() async throws {
         let (loop, port, thread, name) = (ThreadLoop.current, ReceivePort(), PermanentThread(name: "server"), "db")
         let (remote, msgid, data) = (port.makeSendPort(), UInt32(1), [UInt8]())
-        do { // line 74
+        do {
             let port = ReceivePort()
             _ = port
         }
-        do { // line 74
+        do {
             try discard(port.listen(at: .abstract(name)))
         }
-        do { // line 75
+        do {
             try discard(port.schedule(on: loop, inModes: [.default]) { message in placeholder() })
         }
-        do { // line 77
+        do {
             let remote = try SendPort.connect(to: .abstract(name))
             _ = remote
         }
-        do { // line 78
+        do {
             let reply = try remote.blockingRequest(Message(id: msgid, bytes: data), sendTimeout: .seconds(1), receiveTimeout: .seconds(1))
             _ = reply
         }
-        do { // line 79
+        do {
             let reply = try await remote.request(Message(id: msgid, bytes: data), receiveTimeout: .seconds(1))
             _ = reply
         }
-        do { // line 80
+        do {
             try discard(remote.send(Message(id: msgid, bytes: data), timeout: .seconds(1)))
         }
-        do { // line 81
+        do {
             discard(port.onInvalidation { port in placeholder() })
         }
-        do { // line 81
+        do {
             try discard(remote.onInvalidation(on: loop) { remote in placeholder() })
         }
-        do { // line 83
+        do {
             try discard(port.schedule(on: loop) { message, pending in placeholder() })
         }
-        do { // line 84
+        do {
             for await received in try port.messages(on: thread.loop!) { received.reply?.reply(Message(id: received.message.id)) }
         }
         _ = loop
@@ -213,34 +213,34 @@ enum PortingSnippets {
         _ = data
     }
 
-    /// Line 96.
-    static func line96() async throws {
+    /// The document's table number 5 (counting snippets and tables).
+    static func table5() async throws {
         let (port, name) = (ReceivePort(), "db")
         let names = try NameServerClient.blockingConnect()
-        do { // line 98
+        do {
             try discard(names.blockingRegister(name, port: port))
         }
-        do { // line 98
+        do {
             let names = try NameServerClient.blockingConnect(startingServerIfNeeded: true)
             _ = names
         }
-        do { // line 98
+        do {
             try await discard(names.register(name, port: port))
         }
-        do { // line 99
+        do {
             let port = try names.blockingLookup(name)
             _ = port
         }
-        do { // line 99
+        do {
             try discard(names.blockingLookup(name, waitingUpTo: .seconds(5)))
         }
-        do { // line 99
+        do {
             try await discard(names.lookup(name))
         }
-        do { // line 100
+        do {
             try discard(names.blockingUnregister(name))
         }
-        do { // line 102
+        do {
             try discard(NameServer.embedded())
         }
         _ = port
