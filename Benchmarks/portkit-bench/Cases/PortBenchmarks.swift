@@ -22,23 +22,6 @@ enum PortBenchmarks: BenchmarkFamily {
         ] + bulkSizes.map { processBulk($0, scale: scale) }
     }
 
-    /// One size of `port.process.bulk`: the case's name, the message size, and how many
-    /// messages a run sends (about 64 MB a run; at least three messages).
-    struct BulkSize {
-        let name: String
-        let size: Int
-        let count: Int
-    }
-
-    /// The sizes `port.process.bulk` is measured at, one case each, against raw writes of
-    /// the same records in the same invocation. The child's port takes messages of up to
-    /// `BenchChildren.maxMessageBytes`.
-    static let bulkSizes = [
-        BulkSize(name: "port.process.bulk", size: 64 << 10, count: 1000),
-        BulkSize(name: "port.process.bulk-1m", size: 1 << 20, count: 64),
-        BulkSize(name: "port.process.bulk-16m", size: 16 << 20, count: 4),
-        BulkSize(name: "port.process.bulk-64m", size: 64 << 20, count: 3),
-    ]
 
     /// The bytes of every message of `size` the benchmarks send.
     static func payload(_ size: Int) -> [UInt8] { (0..<size).map { UInt8(truncatingIfNeeded: $0) } }
@@ -107,7 +90,7 @@ enum PortBenchmarks: BenchmarkFamily {
                     stop: child.stop)
             },
             BenchmarkImpl("raw") {
-                let child = try RawChild("raw-echo")
+                let child = try RawChild(["raw-echo"])
                 var buffer = payload(size)
                 return .init(
                     measure: {
@@ -135,24 +118,12 @@ enum PortBenchmarks: BenchmarkFamily {
         stream("port.process.oneway", unit: "msgs/s", count: count, size: 64, probeCount: 1000) { seconds in Double(count) / seconds }
     }
 
-    /// `port.process.bulk…`: one-way messages of one of `bulkSizes` to a child process, in
-    /// MB (10⁶ bytes) per second, until the child has counted them all and said so.
-    /// Foundation's `SocketPort` is tried at the smallest size only.
-    static func processBulk(_ row: BulkSize, scale: BenchmarkScale) -> BenchmarkCase {
-        let count = max(3, scale.count(row.count, quick: max(3, row.count / 50)))
-        return stream(
-            row.name, unit: "MB/s", count: count, size: row.size, probeCount: 1, withFoundation: row.size <= 64 << 10
-        ) { seconds in
-            Double(count * row.size) / 1e6 / seconds
-        }
-    }
-
     /// A one-way stream case: `count` messages of `size` bytes, then the child's count of
     /// what arrived; `rate` turns the seconds that took into the case's unit. SocketPort is
     /// first tried with `probeCount` messages.
-    private static func stream(
+    static func stream(
         _ name: String, unit: String, count: Int, size: Int, probeCount: Int, withFoundation: Bool = true,
-        rate: @escaping (Double) -> Double
+        baselines: [BenchmarkImpl] = [], rate: @escaping (Double) -> Double
     ) -> BenchmarkCase {
         let bytes = payload(size)
         let foundation = BenchmarkImpl("foundation") {
@@ -181,26 +152,35 @@ enum PortBenchmarks: BenchmarkFamily {
                     },
                     stop: child.stop)
             },
-            BenchmarkImpl("raw") {
-                let child = try RawChild("raw-sink")
-                return .init(
-                    measure: {
-                        // The 8-byte header says how many bytes follow; one write per record.
-                        var total = UInt64(count * size)
-                        let start = ContinuousClock.now
-                        try withUnsafeBytes(of: &total) { try child.write($0) }
-                        try bytes.withUnsafeBytes { record in
-                            for _ in 0..<count { try child.write(record) }
-                        }
-                        var acknowledged: UInt64 = 0
-                        try withUnsafeMutableBytes(of: &acknowledged) { try child.read(into: $0) }
-                        let seconds = start.duration(to: .now).seconds
-                        guard acknowledged == total else { throw BenchmarkError.timedOut("the child counted \(acknowledged) bytes, not \(total)") }
-                        return rate(seconds)
-                    },
-                    stop: child.stop)
-            },
-        ] + (withFoundation ? [foundation] : []))
+            rawStream("raw", child: ["raw-sink"], count: count, size: size, rate: rate),
+        ] + baselines + (withFoundation ? [foundation] : []))
+    }
+
+    /// The raw side of a stream case: one 8-byte count of the bytes that follow, `count`
+    /// writes of the record, and the child's acknowledgement, to the child `child` names.
+    static func rawStream(
+        _ name: String, child arguments: [String], count: Int, size: Int, rate: @escaping (Double) -> Double
+    ) -> BenchmarkImpl {
+        let bytes = payload(size)
+        return BenchmarkImpl(name) {
+            let child = try RawChild(arguments)
+            return .init(
+                measure: {
+                    // The 8-byte header says how many bytes follow; one write per record.
+                    var total = UInt64(count * size)
+                    let start = ContinuousClock.now
+                    try withUnsafeBytes(of: &total) { try child.write($0) }
+                    try bytes.withUnsafeBytes { record in
+                        for _ in 0..<count { try child.write(record) }
+                    }
+                    var acknowledged: UInt64 = 0
+                    try withUnsafeMutableBytes(of: &acknowledged) { try child.read(into: $0) }
+                    let seconds = start.duration(to: .now).seconds
+                    guard acknowledged == total else { throw BenchmarkError.timedOut("the child counted \(acknowledged) bytes, not \(total)") }
+                    return rate(seconds)
+                },
+                stop: child.stop)
+        }
     }
 
     // MARK: Measuring
@@ -272,86 +252,6 @@ final class Tally: Sendable {
         try send()
         done.wait()
         return Double(count) / start.duration(to: .now).seconds
-    }
-}
-
-/// The PortKit child: `portkit-bench --child port-echo` spawned with `ChildWorker` over a
-/// socket, checked in with a boss port served on the calling thread's loop — so a request
-/// runs that loop until its reply is in, as the boss thread of the seeds does.
-final class PortKitChild: Sendable {
-    let worker: SendPort
-    private let boss: ReceivePort
-    private let child: ChildWorker
-
-    init() throws {
-        boss = ReceivePort()
-        try boss.schedule(on: .current) { _ in nil }
-        do {
-            child = try ChildWorker.spawn(
-                executable: BenchProcess.executable, arguments: ["--child", "port-echo"], bossPort: boss, channel: .socket)
-        } catch {
-            boss.invalidate()
-            throw error
-        }
-        do {
-            worker = try PortCheckIn.awaitWorker(on: boss, timeout: .seconds(30))
-        } catch {
-            boss.invalidate()
-            child.kill(SIGKILL)
-            child.wait()
-            throw error
-        }
-    }
-
-    /// Closes the connection (the child ends when it sees that) and waits for the child.
-    func stop() {
-        worker.invalidate()
-        boss.invalidate()
-        child.wait()
-    }
-}
-
-/// A raw child (`raw-echo`, `raw-sink`) on a bare blocking socket pair.
-final class RawChild: Sendable {
-    private let socket: CInt
-    private let child: BenchProcess
-
-    init(_ name: String) throws {
-        var pair: (CInt, CInt) = (-1, -1)
-        let made = withUnsafeMutableBytes(of: &pair) {
-            socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: CInt.self))
-        }
-        guard made == 0 else { throw BenchmarkError.lastSystemError("socketpair") }
-        defer { close(pair.1) }
-        do {
-            child = try BenchProcess.spawn([name], descriptors: [pair.1])
-        } catch {
-            close(pair.0)
-            throw error
-        }
-        socket = pair.0
-    }
-
-    /// Writes all of `bytes` (`send` only to get EPIPE instead of SIGPIPE if the child died).
-    func write(_ bytes: UnsafeRawBufferPointer) throws {
-        var offset = 0
-        while offset < bytes.count {
-            let wrote = send(socket, bytes.baseAddress! + offset, bytes.count - offset, CInt(MSG_NOSIGNAL))
-            if wrote < 0 && errno == EINTR { continue }
-            guard wrote > 0 else { throw BenchmarkError.lastSystemError("send to the raw child") }
-            offset += wrote
-        }
-    }
-
-    /// Fills `buffer`.
-    func read(into buffer: UnsafeMutableRawBufferPointer) throws {
-        guard RawIO.readAll(socket, buffer) else { throw BenchmarkError.lastSystemError("read from the raw child") }
-    }
-
-    /// Closes the socket (the child ends at end of file) and waits for the child.
-    func stop() {
-        close(socket)
-        child.wait()
     }
 }
 

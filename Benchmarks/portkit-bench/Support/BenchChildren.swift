@@ -15,7 +15,7 @@ enum BenchChildren {
         switch arguments.first {
         case "port-echo": return portEcho()
         case "raw-echo": return rawEcho()
-        case "raw-sink": return rawSink()
+        case "raw-sink": return rawSink(record: rest.first.flatMap { Int($0) })
         case "name-filler": return nameFiller(rest)
         case "socketport-driver": return SocketPortChildren.driver(rest)
         case "socketport-peer": return SocketPortChildren.peer(rest)
@@ -128,18 +128,28 @@ enum BenchChildren {
         }
     }
 
-    /// `raw-sink`: for each run, reads an 8-byte count of the bytes that follow, reads and
-    /// counts them (in whatever pieces `read` returns), then acknowledges with the same
-    /// 8-byte count; until the parent closes.
-    static func rawSink() -> Int32 {
-        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+    /// `raw-sink [RECORD]`: for each run, reads an 8-byte count of the bytes that follow,
+    /// reads and counts them, then acknowledges with the same 8-byte count; until the parent
+    /// closes. Without RECORD the bytes go, in whatever pieces `read` returns, into one
+    /// buffer used again; with it, each RECORD bytes into memory allocated for that record
+    /// and freed once it is whole, as a receiver that hands each message over does.
+    static func rawSink(record: Int?) -> Int32 {
+        let reused = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { reused.deallocate() }
         while true {
             var expected: UInt64 = 0
             guard withUnsafeMutableBytes(of: &expected, { RawIO.readAll(channelDescriptor, $0) }) else { return 0 }
             var received: UInt64 = 0
             while received < expected {
-                let wanted = Int(min(UInt64(buffer.count), expected - received))
-                let got = buffer.withUnsafeMutableBytes { read(channelDescriptor, $0.baseAddress, wanted) }
+                if let record {
+                    let owned = UnsafeMutableRawBufferPointer.allocate(byteCount: record, alignment: 16)
+                    defer { owned.deallocate() }
+                    guard RawIO.readAll(channelDescriptor, owned) else { return 0 }
+                    received += UInt64(record)
+                    continue
+                }
+                let wanted = Int(min(UInt64(reused.count), expected - received))
+                let got = read(channelDescriptor, reused.baseAddress, wanted)
                 if got < 0 && errno == EINTR { continue }
                 guard got > 0 else { return 0 }
                 received += UInt64(got)

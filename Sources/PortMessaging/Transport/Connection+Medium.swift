@@ -76,6 +76,19 @@ extension Connection {
             }
         }
 
+        /// One non-blocking write of `frame`'s bytes: head and body in one gathered call on a
+        /// socket; alone, the head goes first where descriptors go with it (or on pipes and
+        /// TLS, which write one buffer at a time), and the body after it in the next call.
+        @inline(__always)
+        func writeSome(_ frame: FrameBytes, descriptors: [CInt]) -> Result<Int, Errno> {
+            guard !frame.body.isEmpty else { return writeSome(frame.head, descriptors: descriptors) }
+            guard !frame.head.isEmpty else { return writeSome(frame.body, descriptors: descriptors) }
+            if descriptors.isEmpty, let fd = plainSocket {
+                return Result { () throws(Errno) -> Int in try fd.send(frame.head, frame.body) }
+            }
+            return writeSome(frame.head, descriptors: descriptors)
+        }
+
         /// The least room a secured read is given: a TLS record's plaintext (16 KiB) whole.
         static let securedReadRoom = 16 * 1024
 

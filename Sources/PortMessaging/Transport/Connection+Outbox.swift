@@ -42,7 +42,7 @@ extension Connection {
 
     /// Queues the rest of a frame (the writer token held) and makes sure `loop` writes it
     /// once the socket has room.
-    func enqueue(_ rest: UnsafeRawBufferPointer, descriptors: [CInt], flushingOn loop: ThreadLoop) throws(PortError) {
+    func enqueue(_ rest: FrameBytes, descriptors: [CInt], flushingOn loop: ThreadLoop) throws(PortError) {
         var owned: [FileDescriptor] = []
         for fd in descriptors {
             do {
@@ -52,7 +52,7 @@ extension Connection {
                 throw error == .badFileDescriptor ? .invalidDescriptor(fd) : PortError("dup", error)
             }
         }
-        let frame = QueuedFrame(bytes: Array(rest), descriptors: owned)
+        let frame = QueuedFrame(bytes: rest.joined(), descriptors: owned)
         let needsSource = outbox.withLock { outbox -> Bool in
             outbox.frames.append(frame)
             return outbox.source == nil

@@ -18,14 +18,14 @@ extension Connection {
     /// queues.
     @discardableResult
     func write(_ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline: ContinuousClock.Instant?) throws(PortError) -> Bool {
-        try write(frame, descriptors: descriptors, deadline: { deadline })
+        try write(FrameBytes(frame), descriptors: descriptors, deadline: { deadline })
     }
 
     /// `write(_:descriptors:deadline:)` with the deadline asked for only if the write has
-    /// to wait (the usual write reads no clock).
+    /// to wait (the usual write reads no clock), of a frame in one or two parts.
     @discardableResult
     func write(
-        _ frame: UnsafeRawBufferPointer, descriptors: [CInt], deadline lazyDeadline: () -> ContinuousClock.Instant?
+        _ frame: FrameBytes, descriptors: [CInt], deadline lazyDeadline: () -> ContinuousClock.Instant?
     ) throws(PortError) -> Bool {
         guard isOpen else { throw closedError }
         if !descriptors.isEmpty && !carriesDescriptors { throw medium.refusal("a port or file descriptor") }
@@ -72,9 +72,7 @@ extension Connection {
             if let result = first.take() {
                 written = result
             } else if queueEmpty {
-                written = withDescriptors {
-                    medium.writeSome(UnsafeRawBufferPointer(rebasing: frame[offset...]), descriptors: pending)
-                }
+                written = withDescriptors { medium.writeSome(frame.dropping(offset), descriptors: pending) }
             } else {
                 written = .failure(.wouldBlock)
             }
@@ -84,7 +82,7 @@ extension Connection {
                 offset += written
                 pending = []
             case .failure(.wouldBlock):
-                let rest = UnsafeRawBufferPointer(rebasing: frame[offset...])
+                let rest = frame.dropping(offset)
                 if let loop = ThreadLoop.running,
                    offset > 0 || queuedBytes.load(ordering: .relaxed) + rest.count <= queueLimit.load(ordering: .relaxed) {
                     try enqueue(rest, descriptors: pending, flushingOn: loop)

@@ -34,7 +34,7 @@ enum WireMapping {
     /// the components, none for the frame. Anything else goes through `frame(for:…)`.
     static func withFrame<R>(
         for message: Message, kind: WireKind, sequence: UInt64, limits: WireLimits,
-        _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
+        _ body: (FrameBytes, [CInt]) throws(PortError) -> R
     ) throws(PortError) -> R {
         if message.replyPort == nil, message.components.count <= 1 {
             // The usual message: one bytes component or none.
@@ -54,6 +54,16 @@ enum WireMapping {
                     }
                     return try result.get()
                 }
+                if bytes.count >= gatherThreshold {
+                    // A large payload is not copied into a frame: the write gathers it after
+                    // the header, from the message's own array.
+                    let result = bytes.withUnsafeBytes { payload in
+                        Result { () throws(PortError) -> R in
+                            try withGatheredFrame(id: message.id, kind: kind, sequence: sequence, payload: payload, limits: limits, body)
+                        }
+                    }
+                    return try result.get()
+                }
             }
         }
         if message.replyPort == nil, let payloads = bytesOnly(message.components) {
@@ -69,24 +79,46 @@ enum WireMapping {
                     } catch {
                         throw PortError.malformed(error.description)
                     }
-                    return try body(UnsafeRawBufferPointer(rebasing: buffer[..<written]), [])
+                    return try body(FrameBytes(UnsafeRawBufferPointer(rebasing: buffer[..<written])), [])
                 }
             }
         }
         let frame = try frame(for: message, kind: kind, sequence: sequence, limits: limits)
         // Array.withUnsafeBytes only rethrows untyped errors: carry the typed one out.
         let result = frame.bytes.withUnsafeBytes { bytes in
-            Result { () throws(PortError) -> R in try body(bytes, frame.descriptors) }
+            Result { () throws(PortError) -> R in try body(FrameBytes(bytes), frame.descriptors) }
         }
         if case .success = result { frame.closeTransient(sent: true) } else { frame.closeTransient() }
         return try result.get()
+    }
+
+    /// The payload size from which a one-component message is written gathered (its header
+    /// on the stack, its payload where it is) rather than encoded into a frame array.
+    static let gatherThreshold = 16 * 1024
+
+    /// Runs `body` with the frame of a message of one bytes component, `payload`: its header
+    /// and component header on the stack, then the payload itself.
+    private static func withGatheredFrame<R>(
+        id: UInt32, kind: WireKind, sequence: UInt64, payload: UnsafeRawBufferPointer, limits: WireLimits,
+        _ body: (FrameBytes, [CInt]) throws(PortError) -> R
+    ) throws(PortError) -> R {
+        let headSize = WireLayout.headerSize + WireLayout.componentHeaderSize
+        return try withUnsafeTemporaryAllocation(byteCount: headSize, alignment: 8) { (buffer) throws(PortError) -> R in
+            do throws(WireError) {
+                _ = try WireCodec.encodeSingleBytesHead(
+                    kind: kind, id: id, sequence: sequence, payloadCount: payload.count, into: buffer, limits: limits)
+            } catch {
+                throw PortError.malformed(error.description)
+            }
+            return try body(FrameBytes(head: UnsafeRawBufferPointer(buffer), body: payload), [])
+        }
     }
 
     /// Encodes a message of at most one small bytes component on the stack and runs `body`
     /// with the frame.
     private static func withSingleBytesFrame<R>(
         id: UInt32, kind: WireKind, sequence: UInt64, payload: UnsafeRawBufferPointer?, limits: WireLimits,
-        _ body: (UnsafeRawBufferPointer, [CInt]) throws(PortError) -> R
+        _ body: (FrameBytes, [CInt]) throws(PortError) -> R
     ) throws(PortError) -> R {
         let length = WireLayout.headerSize + (payload.map { WireLayout.componentHeaderSize + $0.count } ?? 0)
         return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) { (buffer) throws(PortError) -> R in
@@ -97,7 +129,7 @@ enum WireMapping {
             } catch {
                 throw PortError.malformed(error.description)
             }
-            return try body(UnsafeRawBufferPointer(rebasing: buffer[..<written]), [])
+            return try body(FrameBytes(UnsafeRawBufferPointer(rebasing: buffer[..<written])), [])
         }
     }
 

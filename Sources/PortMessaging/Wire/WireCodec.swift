@@ -124,15 +124,16 @@ package enum WireCodec {
     }
 
     /// Checks the component count of a frame without descriptors and writes its header at
-    /// the start of `buffer`, which must hold `frameLength` bytes (a precondition).
+    /// the start of `buffer`, which must hold `frameLength` bytes, or `written` when the
+    /// caller writes only that much of the frame there (a precondition).
     private static func writeBytesOnlyHeader(
         kind: WireKind, id: UInt32, sequence: UInt64, frameLength: Int, componentCount: Int,
-        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits, written: Int? = nil
     ) throws(WireError) {
         guard componentCount <= limits.maxComponents else {
             throw .tooManyComponents(count: componentCount, limit: limits.maxComponents)
         }
-        precondition(buffer.count >= frameLength, "the buffer is smaller than the frame")
+        precondition(buffer.count >= (written ?? frameLength), "the buffer is smaller than the frame")
         let header = WireHeader(
             kind: kind, flags: [], frameLength: frameLength, id: id, sequence: sequence,
             componentCount: componentCount, descriptorCount: 0, replyPort: nil)
@@ -151,22 +152,41 @@ package enum WireCodec {
         kind: WireKind, id: UInt32, sequence: UInt64, payload: UnsafeRawBufferPointer?,
         into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits = .default
     ) throws(WireError) -> Int {
+        precondition(buffer.count >= WireLayout.headerSize + (payload.map { WireLayout.componentHeaderSize + $0.count } ?? 0),
+                     "the buffer is smaller than the frame")
+        let frameLength = try encodeSingleBytesHead(
+            kind: kind, id: id, sequence: sequence, payloadCount: payload?.count, into: buffer, limits: limits)
+        if let payload, let base = payload.baseAddress, !payload.isEmpty {
+            (buffer.baseAddress! + WireLayout.headerSize + WireLayout.componentHeaderSize).copyMemory(from: base, byteCount: payload.count)
+        }
+        return frameLength
+    }
+
+    /// Encodes what precedes the payload of a message of at most one bytes component of
+    /// `payloadCount` bytes (`nil`: no component) into the start of `buffer`: the header and
+    /// the component's header, which the payload then follows as it is (a writer gathers the
+    /// two, copying nothing).
+    ///
+    /// - Returns: the whole frame's length (payload included).
+    /// - Throws: as `encodeSingleBytes`; `buffer` must hold the header and the component's
+    ///   header.
+    package static func encodeSingleBytesHead(
+        kind: WireKind, id: UInt32, sequence: UInt64, payloadCount: Int?,
+        into buffer: UnsafeMutableRawBufferPointer, limits: WireLimits = .default
+    ) throws(WireError) -> Int {
         typealias L = WireLayout
-        let componentCount = payload == nil ? 0 : 1
-        let (frameLength, overflow) = L.headerSize.addingReportingOverflow(payload.map { L.componentHeaderSize + $0.count } ?? 0)
+        let componentCount = payloadCount == nil ? 0 : 1
+        let (frameLength, overflow) = L.headerSize.addingReportingOverflow(payloadCount.map { L.componentHeaderSize + $0 } ?? 0)
         guard !overflow, frameLength <= limits.maxFrameBytes else {
             throw .oversized(length: overflow ? Int.max : frameLength, limit: limits.maxFrameBytes)
         }
         try writeBytesOnlyHeader(
             kind: kind, id: id, sequence: sequence, frameLength: frameLength,
-            componentCount: componentCount, into: buffer, limits: limits)
-        guard let payload else { return L.headerSize }
+            componentCount: componentCount, into: buffer, limits: limits,
+            written: L.headerSize + (payloadCount == nil ? 0 : L.componentHeaderSize))
+        guard let payloadCount else { return frameLength }
         buffer[L.headerSize] = L.bytesTag
-        buffer.wireStore(UInt32(truncatingIfNeeded: payload.count), at: L.headerSize + 1)
-        let start = L.headerSize + L.componentHeaderSize
-        if let base = payload.baseAddress, !payload.isEmpty {
-            (buffer.baseAddress! + start).copyMemory(from: base, byteCount: payload.count)
-        }
+        buffer.wireStore(UInt32(truncatingIfNeeded: payloadCount), at: L.headerSize + 1)
         return frameLength
     }
 
