@@ -76,6 +76,7 @@ struct RawDBusClient {
         var line: [UInt8] = []
         var byte: UInt8 = 0
         while !(line.count >= 2 && line.suffix(2) == [13, 10]) {
+            errno = 0
             guard read(socket, &byte, 1) == 1 else { throw readFailure("the bus's SASL answer") }
             line.append(byte)
         }
@@ -86,6 +87,7 @@ struct RawDBusClient {
     /// Reads the first message, which must be the hello's reply (METHOD_RETURN).
     private static func readHelloReply(_ socket: CInt) throws(BenchmarkError) {
         var header = [UInt8](repeating: 0, count: 16)
+        errno = 0
         guard header.withUnsafeMutableBytes({ RawIO.readAll(socket, $0) }) else { throw readFailure("the hello's reply") }
         let little = header[0] == UInt8(ascii: "l")
         func u32(_ at: Int) -> Int {
@@ -97,7 +99,13 @@ struct RawDBusClient {
         guard header[1] == 2 else { throw .system(operation: "Hello: the bus answered with a message of type \(header[1])", errno: 0) }
     }
 
+    /// Why a read of `what` came short: a timeout, an error, or (errno still 0) the bus
+    /// closed the connection.
     private static func readFailure(_ what: String) -> BenchmarkError {
-        errno == EAGAIN || errno == EWOULDBLOCK ? .timedOut("\(what) within 10 s") : .lastSystemError("read \(what)")
+        switch errno {
+        case EAGAIN, EWOULDBLOCK: .timedOut("\(what) within 10 s")
+        case 0: .system(operation: "read \(what): the bus closed the connection", errno: 0)
+        default: .lastSystemError("read \(what)")
+        }
     }
 }
