@@ -81,6 +81,12 @@ CASES = {
     "scale.clients": "lookups per second through one server from N clients at once, each its own "
                      "connection and task",
     "scale.clients-latency": "the time of each of those lookups, with N of them in flight",
+    "scale.idle-connections": "how much a name server's resident memory grows per idle client connection: "
+                              "(resident set with 1,000 clients connected, each answered once − resident set "
+                              "before) / 1,000, for a `portnamed` process the bench starts afresh for each run",
+    "scale.idle-connections-rounds": "a fresh name server's resident memory before any client (size 0) and after "
+                                     "each of three rounds of 1,000 clients connecting, idling and leaving (size: "
+                                     "the clients come and gone so far); flat is the goal",
 }
 
 BASELINES = {
@@ -102,6 +108,9 @@ BASELINES = {
     "dbus": "D-Bus, what a Linux program would otherwise use for names: a private `dbus-daemon` and "
             "libdbus clients (`Benchmarks/dbus/portkit-dbus-peer.c`): `GetNameOwner` for a lookup, which "
             "hands back a string; a method call through the bus for a call; `NameOwnerChanged` for a death",
+    "dbus-broker": "`dbus-broker`, Debian's D-Bus broker, started privately for the run (`dbus-broker-launch` "
+                   "handed a listening socket, in a private mount namespace) with raw D-Bus clients that said "
+                   "`Hello`; its resident memory is the broker process's",
     "portkit-spin": "PortKit's own permanent thread made with `spinBeforeSleep` (it keeps its CPU "
                     "for a short window before it sleeps)",
     "fresh-sleep": "`/bin/sleep` killed as soon as it is spawned",
@@ -202,14 +211,16 @@ def curve_svg(name, impls):
     left, right, top, bottom, plot_width, plot_height = 64, 130, 30, 40, 400, 200
     width, height = left + plot_width + right, top + plot_height + bottom
     sizes = sorted({r["size"] for r in rows})
-    low, high = math.log10(sizes[0]), math.log10(sizes[-1])
+    # A size of 0 (a "before" row) has no logarithm: such a curve gets a linear axis.
+    scale = math.log10 if sizes[0] > 0 else (lambda size: size)
+    low, high = scale(sizes[0]), scale(sizes[-1])
     ceiling = max(r["max"] for r in rows) * 1.1 or 1
 
     def x(size):
         if high == low:
             return left + plot_width / 2
         inset = 20
-        return left + inset + (math.log10(size) - low) / (high - low) * (plot_width - 2 * inset)
+        return left + inset + (scale(size) - low) / (high - low) * (plot_width - 2 * inset)
 
     def y(value):
         return top + plot_height - value / ceiling * plot_height
@@ -226,7 +237,8 @@ def curve_svg(name, impls):
     for size in sizes:
         out.append(f'<line x1="{x(size):.1f}" y1="{top}" x2="{x(size):.1f}" y2="{top + plot_height}" stroke="#eee"/>')
         out.append(f'<text x="{x(size):.1f}" y="{top + plot_height + 16}" text-anchor="middle">{count_label(size)}</text>')
-    out.append(f'<text x="{left + plot_width / 2}" y="{height - 6}" text-anchor="middle">size (log scale)</text>')
+    axis = "size (log scale)" if sizes[0] > 0 else "size"
+    out.append(f'<text x="{left + plot_width / 2}" y="{height - 6}" text-anchor="middle">{axis}</text>')
     colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00"]
     for index, (label, points) in enumerate(series.items()):
         colour = colours[index % len(colours)]
@@ -272,7 +284,8 @@ def main():
     w("## Method")
     w("")
     w("```sh")
-    w("scripts/bench-setup.sh    # dbus-daemon, libdbus and the bench's D-Bus peer")
+    w("scripts/bench-setup.sh    # dbus-daemon, dbus-broker, libdbus and the bench's D-Bus peer")
+    w("swift build -c release --product portnamed    # the daemon scale.idle-connections starts")
     w("swift build -c release --product portkit-bench")
     w(".build/release/portkit-bench --json > Benchmarks/results/portkit-bench.jsonl \\")
     w("    2> Benchmarks/results/portkit-bench.stderr.txt")
@@ -299,7 +312,8 @@ def main():
     w("- `--filter SUBSTRING` runs one family (`loop`, `execute`, `thread.idle`, `port.`, `names`, `scale.`);")
     w("  `--runs N` changes the number of runs.")
     w("- The `dbus` impls start a private bus of their own for the case (never the system or")
-    w("  session bus). Without `dbus-daemon` or the peer, the bench leaves them out and says why.")
+    w("  session bus). Without `dbus-daemon` or the peer, the bench leaves them out and says why;")
+    w("  the `dbus-broker` impls likewise without `dbus-broker`.")
     w("")
     w("The baselines:")
     w("")
@@ -326,13 +340,16 @@ def main():
     w("")
 
     families = [("The run loop and the permanent thread", ("loop.", "execute.", "thread.")),
-                ("Ports", ("port.",)), ("Named ports", ("names.",)), ("Named ports across hosts", ("cluster.",))]
+                ("Ports", ("port.",)), ("Named ports", ("names.",)), ("Named ports across hosts", ("cluster.",)),
+                ("The name server's memory", ("scale.idle-",))]
     for title, prefixes in families:
+        # The sized cases (impls that are sizes of one thing) have a section of their own below.
+        members = [(name, impls) for name, impls in cases.items() if name.startswith(prefixes) and not sized(impls)]
+        if not members:
+            continue
         w(f"## {title}")
         w("")
-        for name, impls in cases.items():
-            if not name.startswith(prefixes):
-                continue
+        for name, impls in members:
             unit = impls[0]["unit"]
             better = "higher is better" if rate(unit) else "lower is better"
             w(f"### `{name}`")
@@ -362,7 +379,7 @@ def main():
         w("## How cost grows")
         w("")
         w("Each of these cases measures one thing at several sizes (ports on a loop, timers, threads,")
-        w("names, clients);")
+        w("names, clients, idle clients come and gone);")
         w("its rows carry the size, and the ratio is each size's median to the smallest size's of the")
         w("same invocation.")
         w("")

@@ -21,6 +21,8 @@ enum ScaleBenchmarks: BenchmarkFamily {
             names.pinned(.together, as: "scale.names-same-cpu"),
             clients(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
             clientsLatency(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
+            idleConnections(clients: scale.count(1000, quick: 100)),
+            idleConnectionsRounds(clients: scale.count(1000, quick: 100), rounds: 3),
         ]
     }
 

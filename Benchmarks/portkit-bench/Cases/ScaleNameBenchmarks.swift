@@ -103,7 +103,7 @@ extension ScaleBenchmarks {
 
     /// Throws `notMeasurable` unless the process may open `count` descriptors (raising its
     /// soft limit up to the hard one if need be).
-    private static func requireDescriptors(_ count: Int, for what: String) throws {
+    static func requireDescriptors(_ count: Int, for what: String) throws {
         var limit = rlimit()
         guard getrlimit(descriptorLimit, &limit) == 0 else { throw BenchmarkError.lastSystemError("getrlimit") }
         if limit.rlim_cur >= rlim_t(count) { return }

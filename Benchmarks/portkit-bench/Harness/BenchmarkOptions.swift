@@ -42,7 +42,8 @@ struct BenchmarkOptions: Equatable {
         In the table, portkit/IMPL is portkit's median divided by IMPL's: for a time, below 1
         means portkit took less; for a rate (a unit ending in /s), above 1 means portkit did more.
         In a scale case (scale.*), whose impls are sizes, the column is each size's median
-        divided by the smallest size's, as 1.05x/10.
+        divided by the smallest size's of the same series (the impl without its size), as
+        1.05x/10.
         """
 
     /// Parses the arguments (without the program name).

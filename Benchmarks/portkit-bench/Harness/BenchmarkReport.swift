@@ -56,7 +56,8 @@ struct JSONLinesReport: BenchmarkReport {
 
 /// An aligned table, one row per impl, printed as each case ends. For each impl other than
 /// `portkit`, the last column is portkit's median divided by that impl's; in a scale case
-/// (impls with sizes), each size's median divided by the smallest size's, as "1.05x/10".
+/// (impls with sizes), each size's median divided by the smallest size's of its series, as
+/// "1.05x/10".
 final class TableReport: BenchmarkReport {
     private var widths: [Int] = []
     private static let headers = ["bench", "impl", "unit", "median", "min", "max", "p99", "runs", "portkit/impl"]
@@ -76,11 +77,12 @@ final class TableReport: BenchmarkReport {
 
     func report(_ results: [BenchmarkResult]) {
         let portkit = results.first { $0.impl == "portkit" }?.summary.median
-        let smallest = results.filter { $0.size != nil }.min { $0.size! < $1.size! }
+        let smallest = Dictionary(grouping: results.filter { $0.size != nil }, by: \.series)
+            .compactMapValues { rows in rows.min { $0.size! < $1.size! } }
         for result in results {
             let s = result.summary
             var ratio = ""
-            if let size = result.size, let smallest, let base = smallest.size, smallest.summary.median > 0 {
+            if let size = result.size, let smallest = smallest[result.series], let base = smallest.size, smallest.summary.median > 0 {
                 if size != base { ratio = String(format: "%.2fx/%d", s.median / smallest.summary.median, base) }
             } else if let portkit, result.impl != "portkit", s.median > 0 {
                 ratio = String(format: "%.2fx", portkit / s.median)

@@ -9,6 +9,14 @@ struct BenchmarkResult {
     /// The median over the runs of each run's 99th percentile, for a case whose runs are
     /// made of timed exchanges; else `nil`.
     var p99: Double? = nil
+
+    /// The series a scale case's row belongs to: its impl's name without the size
+    /// (`ports-10` → `ports`, `dbus-broker-1000` → `dbus-broker`). A case may measure several
+    /// things at the same sizes; each row is compared with the smallest size of its own.
+    var series: String {
+        guard let size, impl.hasSuffix("-\(size)") else { return impl }
+        return String(impl.dropLast("-\(size)".count))
+    }
 }
 
 /// Runs a case's impls alternately in this process: after warm-up, impl A run 1,

@@ -13,9 +13,10 @@ final class LineChild: Sendable {
     private let pending = Mutex<[UInt8]>([])
 
     /// Starts `path` with `arguments` (without the program name); its standard error is this
-    /// process's, or with `discardingErrors`, `/dev/null`.
+    /// process's, or with `discardingErrors`, `/dev/null`. The child gets `descriptors` at 3,
+    /// 4, ... (a listening socket handed over as systemd would, say).
     /// - Throws: `BenchmarkError.system` when a pipe or `posix_spawn` fails.
-    init(_ path: String, _ arguments: [String], discardingErrors: Bool = true) throws(BenchmarkError) {
+    init(_ path: String, _ arguments: [String], discardingErrors: Bool = true, descriptors: [CInt] = []) throws(BenchmarkError) {
         var toChild: (CInt, CInt) = (-1, -1)
         var fromChild: (CInt, CInt) = (-1, -1)
         guard withUnsafeMutableBytes(of: &toChild, { portkit_pipe2($0.baseAddress!.assumingMemoryBound(to: CInt.self), O_CLOEXEC) }) == 0
@@ -36,6 +37,11 @@ final class LineChild: Sendable {
         posix_spawn_file_actions_adddup2(&actions, toChild.0, 0)
         posix_spawn_file_actions_adddup2(&actions, fromChild.1, 1)
         if discardingErrors { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+        // As `BenchProcess.spawn`: the sources are close-on-exec, and dup2 gives the child copies.
+        for (index, fd) in descriptors.enumerated() {
+            precondition(fd > CInt(2 + descriptors.count), "descriptor \(fd) would be overwritten")
+            posix_spawn_file_actions_adddup2(&actions, fd, CInt(3 + index))
+        }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0

@@ -90,6 +90,20 @@ enum RawSockets {
         return connection
     }
 
+    /// A Unix socket of `type` (`SOCK_STREAM`, `SOCK_DGRAM`; close-on-exec, blocking) bound at
+    /// `path`, listening when it is a stream socket.
+    /// - Throws: `BenchmarkError.system` when the socket cannot be made, bound or listen.
+    static func bound(_ type: __socket_type, at path: String) throws(BenchmarkError) -> CInt {
+        let bound = socket(AF_UNIX, CInt(type.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        guard bound >= 0 else { throw .lastSystemError("socket") }
+        guard withAddress(path, { Glibc.bind(bound, $0, $1) }) == 0, type != SOCK_STREAM || listen(bound, 4096) == 0 else {
+            let error = BenchmarkError.lastSystemError("bind/listen \(path)")
+            close(bound)
+            throw error
+        }
+        return bound
+    }
+
     /// Removes a `listener()`'s socket file and its directory.
     static func removeListener(_ path: String) {
         unlink(path)
