@@ -4,12 +4,8 @@ import PermanentThread
 extension Connection {
     // MARK: Frames in
 
-    /// The size of the read buffer once a read has filled a smaller one: the most one read takes.
+    /// The size of a thread's read buffer (`ThreadReadBuffer`): the most one read takes.
     static let readChunk = 256 * 1024
-    /// The size of a connection's first read buffer: room for a TLS record and for the small
-    /// messages most connections carry, from the heap. A connection that fills it moves to
-    /// `readChunk`; one that lives for a request or two (a lookup's) never maps that much.
-    static let firstReadChunk = Medium.securedReadRoom
 
     /// What to do with each complete message read.
     enum Delivery {
@@ -111,13 +107,7 @@ extension Connection {
     /// a frame split across reads goes through the splitter.
     private func readOnce(_ state: inout Inbound, into batch: inout Deliveries, waiting: Bool) -> ReadOutcome {
         if state.large != nil { return readLarge(&state, into: &batch, waiting: waiting) }
-        let buffer: UnsafeMutableRawBufferPointer
-        if let kept = state.buffer {
-            buffer = kept
-        } else {
-            buffer = .allocate(byteCount: Self.firstReadChunk, alignment: 16)
-            state.buffer = buffer
-        }
+        let buffer = ThreadReadBuffer.current
         let got = medium.readSome(into: buffer, &state, waiting: waiting)
         let count: Int
         switch got {
@@ -165,11 +155,6 @@ extension Connection {
             }
         } catch {
             return .closed(error)
-        }
-        if count == buffer.count && buffer.count < Self.readChunk {
-            // A full read: larger reads from now on (nothing decoded refers to the buffer).
-            buffer.deallocate()
-            state.buffer = .allocate(byteCount: Self.readChunk, alignment: 16)
         }
         return finishRead(&state, filled: count == buffer.count)
     }

@@ -93,9 +93,6 @@ final class Connection: Sendable {
         var descriptors: [CInt] = []
         /// The sender of the bytes read last (a socket read never spans two senders).
         var sender: SenderCredentials?
-        /// Kept from one read to the next (uninitialized memory), made on the first read:
-        /// making and zeroing a fresh buffer for every read was most of a small round trip.
-        var buffer: UnsafeMutableRawBufferPointer?
         /// The emptied array of the last read that brought several frames, kept for its
         /// capacity (a stream of small messages brings hundreds per read).
         var spareDeliveries: [Delivery] = []
@@ -188,6 +185,5 @@ final class Connection: Sendable {
 
     deinit {
         close(.invalidPort)
-        inbound.withLock { $0.buffer?.deallocate() }
     }
 }
