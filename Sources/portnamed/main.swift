@@ -59,7 +59,11 @@ if let etcd = options.etcd, let node = options.node {
 
 let server: NameServer
 do {
-    let events: NameServerEventHandler = { event in log.event(event) }
+    let trim = MemoryTrim(on: ThreadLoop.current)
+    let events: NameServerEventHandler = { event in
+        log.event(event)
+        trim.note(event)
+    }
     if let activated = NameServer.socketFromActivation() {
         server = try NameServer.start(
             adoptingListeningSocket: activated, policy: options.policy, events: events, directory: cluster?.node)

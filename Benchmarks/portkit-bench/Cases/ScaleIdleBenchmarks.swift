@@ -67,7 +67,9 @@ struct IdleRounds {
     var before: Int
     /// KiB with each round's clients connected and idle.
     var withClients: [Int] = []
-    /// KiB once each round's clients have left (the server saw them go).
+    /// KiB once each round's clients have left (the server saw them go) and its memory has
+    /// settled (`ProcessProbe.settledResidentKiB`: a server may give freed memory back a
+    /// moment after a crowd leaves, as `portnamed` does).
     var after: [Int] = []
 
     /// Starts a server with `start`, runs `rounds` rounds of `clients` idle clients, stops it.
@@ -87,7 +89,7 @@ struct IdleRounds {
             }
             idle.close()
             try server.waitForClients(0, within: ScaleBenchmarks.idleClientsTimeout)
-            run.after.append(try ProcessProbe.residentKiB(of: server.pid))
+            run.after.append(try ProcessProbe.settledResidentKiB(of: server.pid))
         }
         return run
     }

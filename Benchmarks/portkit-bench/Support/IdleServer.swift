@@ -78,6 +78,20 @@ enum ProcessProbe {
         return nil
     }
 
+    /// `pid`'s resident set once it has settled: the same for `quiet` (read every 50 ms), or
+    /// as it is after `limit`.
+    static func settledResidentKiB(of pid: pid_t, quiet: Duration = .seconds(2), limit: Duration = .seconds(15)) throws -> Int {
+        let end = ContinuousClock.now + limit
+        var value = try residentKiB(of: pid)
+        var since = ContinuousClock.now
+        while ContinuousClock.now < end, since.duration(to: .now) < quiet {
+            usleep(50_000)   // the sampling period, not a wait for an event
+            let now = try residentKiB(of: pid)
+            if now != value { (value, since) = (now, .now) }
+        }
+        return value
+    }
+
     /// Waits until `condition` holds, checking it again and again until `timeout`.
     /// - Throws: `BenchmarkError.timedOut` naming `what`, or what `condition` throws.
     static func wait(until condition: () throws -> Bool, within timeout: Duration, what: @autoclosure () -> String) throws {

@@ -1,9 +1,10 @@
 // The few Linux headers and GNU functions the Swift Glibc module does not expose.
 // Only the System and Poller layers (and tests) use this module, and portnamed, which
-// takes its signals through a signalfd.
+// takes its signals through a signalfd and trims its heap (malloc_trim).
 #ifndef CPORTKIT_SYSTEM_H
 #define CPORTKIT_SYSTEM_H
 
+#include <malloc.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
