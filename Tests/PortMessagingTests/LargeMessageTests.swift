@@ -59,6 +59,65 @@ struct LargeMessageTests {
         #expect(small.id == 1)
     }
 
+    /// A large frame is held to the wire's rules once whole: a first component whose
+    /// length runs past the frame, or a frame whose last component is cut short, ends the
+    /// connection (the peer reads its end) and delivers nothing; a valid one sent the same
+    /// way, byte by byte in pieces, arrives.
+    @Test(arguments: [("valid", 0), ("a component cut short", 1), ("a payload past the frame", 2)])
+    func aLargeFrameIsCheckedWhenWhole(_ what: String, _ fault: Int) throws {
+        let served = ServedPort(ReceivePort(maxMessageBytes: 1 << 20))
+        defer { served.stop() }
+        let (mine, theirs) = try Connection.makeSocketPair()
+        defer { try? mine.close() }
+        try served.port.adoptConnection(theirs)
+
+        let payload = 70_000
+        var frame = [UInt8](repeating: 0, count: 32)
+        let tail: [UInt8] = fault == 1 ? [0, 9, 0, 0] : [0, 3, 0, 0, 0, 7, 8, 9]   // bytes(3): 7 8 9
+        let length = 32 + 5 + payload + tail.count
+        frame.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt32(0x4657_4B50).littleEndian, toByteOffset: 0, as: UInt32.self)
+            raw[4] = 1                                                          // version
+            raw.storeBytes(of: UInt32(length).littleEndian, toByteOffset: 8, as: UInt32.self)
+            raw.storeBytes(of: UInt32(42).littleEndian, toByteOffset: 12, as: UInt32.self)
+            raw.storeBytes(of: UInt16(2).littleEndian, toByteOffset: 24, as: UInt16.self)
+            raw.storeBytes(of: UInt16(0xFFFF).littleEndian, toByteOffset: 28, as: UInt16.self)
+        }
+        let claimed = fault == 2 ? payload + tail.count + 1 : payload
+        frame += [0] + withUnsafeBytes(of: UInt32(claimed).littleEndian) { Array($0) }
+        frame += Self.payload(payload) + tail
+        // In pieces, as a slow peer sends it.
+        var offset = 0
+        while offset < frame.count {
+            let piece = min(frame.count - offset, 9000)
+            let sent = frame[offset..<offset + piece].withUnsafeBytes { Glibc.send(mine.rawValue, $0.baseAddress, $0.count, CInt(MSG_NOSIGNAL)) }
+            #expect(sent > 0)
+            offset += max(sent, 0)
+        }
+        if fault == 0 {
+            #expect(eventually { served.received.count == 1 })
+            let got = try #require(served.received.all.first)
+            #expect(got.id == 42 && got.components.count == 2)
+            guard case .data(let first) = got.components[0], case .data(let last) = got.components[1] else {
+                Issue.record("components \(got.components)")
+                return
+            }
+            #expect(first == Self.payload(payload) && last == [7, 8, 9])
+        } else {
+            // The port closes the connection: the peer reads its end.
+            var byte: UInt8 = 0
+            let deadline = ContinuousClock.now + .seconds(60)
+            var ended = false
+            while !ended, ContinuousClock.now < deadline {
+                var poller = pollfd(fd: mine.rawValue, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 1000) > 0 else { continue }
+                ended = recv(mine.rawValue, &byte, 1, CInt(MSG_DONTWAIT)) == 0
+            }
+            #expect(ended, "\(what)")
+            #expect(served.received.count == 0)
+        }
+    }
+
     /// A child's port that takes messages larger than the default limit takes them on the
     /// connection it checked in on (made before the port, with the default limit): a 64 MiB
     /// message arrives, where it once closed the connection.
