@@ -79,17 +79,9 @@ def parse(path):
     table = None
     while i < len(lines):
         line = lines[i]
-        if comment is not None:
-            comment.append(line)
-            if "-->" in line:
-                d = directives(comment)
-                if d:
-                    pending.append(d)
-                comment = None
-            i += 1
-            continue
-        if line.startswith("<!--"):
-            comment = [line]
+        if comment is not None or line.startswith("<!--"):
+            # An HTML comment, over one line or several: a directive, or anything else.
+            comment = (comment or []) + [line]
             if "-->" in line:
                 d = directives(comment)
                 if d:

@@ -23,10 +23,10 @@ final class DBusBrokerProcess: IdleServer {
     /// - Throws: `BenchmarkError.notMeasurable` when `dbus-broker-launch` or `unshare` is
     ///   missing, `BenchmarkError` when the broker does not start.
     init() throws {
-        guard let launch = Self.programOnPath("dbus-broker-launch"), Self.programOnPath("dbus-broker") != nil else {
+        guard let launch = BenchFiles.programOnPath("dbus-broker-launch"), BenchFiles.programOnPath("dbus-broker") != nil else {
             throw BenchmarkError.notMeasurable("no dbus-broker-launch on PATH (scripts/bench-setup.sh installs dbus-broker)")
         }
-        guard let unshare = Self.programOnPath("unshare") else {
+        guard let unshare = BenchFiles.programOnPath("unshare") else {
             throw BenchmarkError.notMeasurable("no unshare on PATH, to give dbus-broker-launch a journal socket of its own")
         }
         var template = Array("/tmp/portkit-bench-broker-XXXXXX".utf8CString)
@@ -41,7 +41,7 @@ final class DBusBrokerProcess: IdleServer {
             for subdirectory in ["/systemd", "/systemd/journal"] where mkdir(directory + subdirectory, 0o700) != 0 {
                 throw BenchmarkError.lastSystemError("mkdir \(directory + subdirectory)")
             }
-            try Self.write(Self.configuration, to: directory + "/bus.conf")
+            try BenchFiles.write(Self.configuration, to: directory + "/bus.conf")
             let journal = try JournalSink(at: directory + "/systemd/journal/socket")
             let listener = try RawSockets.bound(SOCK_STREAM, at: busPath)
             defer { close(listener) }
@@ -134,19 +134,6 @@ final class DBusBrokerProcess: IdleServer {
         </busconfig>
 
         """
-
-    private static func programOnPath(_ name: String) -> String? {
-        let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
-    }
-
-    private static func write(_ text: String, to path: String) throws {
-        let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw BenchmarkError.lastSystemError("open \(path)") }
-        defer { close(file) }
-        let bytes = Array(text.utf8)
-        guard bytes.withUnsafeBytes({ RawIO.writeAll(file, $0) }) else { throw BenchmarkError.lastSystemError("write \(path)") }
-    }
 
     private static func remove(_ directory: String) {
         for file in ["/systemd/journal/socket", "/bus", "/bus.conf"] { unlink(directory + file) }

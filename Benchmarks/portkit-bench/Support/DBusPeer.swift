@@ -16,7 +16,7 @@ final class DBusPeer: Sendable {
     /// - Throws: `BenchmarkError.notMeasurable` when `dbus-daemon` or the peer is missing or
     ///   does not start, with why.
     init() throws {
-        guard let daemonPath = Self.programOnPath("dbus-daemon") else {
+        guard let daemonPath = BenchFiles.programOnPath("dbus-daemon") else {
             throw BenchmarkError.notMeasurable("no dbus-daemon on PATH (scripts/bench-setup.sh installs it)")
         }
         let peerPath = Self.peerPath
@@ -31,7 +31,7 @@ final class DBusPeer: Sendable {
         self.directory = directory
         let daemon: LineChild
         do {
-            try Self.write(Self.configuration(listening: directory + "/bus"), to: directory + "/bus.conf")
+            try BenchFiles.write(Self.configuration(listening: directory + "/bus"), to: directory + "/bus.conf")
             daemon = try LineChild(daemonPath, ["--config-file=\(directory)/bus.conf", "--nofork", "--print-address"])
         } catch {
             Self.remove(directory)
@@ -105,19 +105,6 @@ final class DBusPeer: Sendable {
         </busconfig>
 
         """
-    }
-
-    private static func programOnPath(_ name: String) -> String? {
-        let path = getenv("PATH").map { String(cString: $0) } ?? "/usr/bin:/bin"
-        return path.split(separator: ":").map { "\($0)/\(name)" }.first { access($0, X_OK) == 0 }
-    }
-
-    private static func write(_ text: String, to path: String) throws {
-        let file = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard file >= 0 else { throw BenchmarkError.lastSystemError("open \(path)") }
-        defer { close(file) }
-        let bytes = Array(text.utf8)
-        guard bytes.withUnsafeBytes({ RawIO.writeAll(file, $0) }) else { throw BenchmarkError.lastSystemError("write \(path)") }
     }
 
     private static func remove(_ directory: String) {
