@@ -8,9 +8,9 @@ import PortCluster
 enum PermanentThreadSnippets {
     /// The document's snippet number 1 (counting snippets and tables).
     static func snippet1() async throws {
-        @Sendable func flush() {}
-        @Sendable func query() throws -> [String] { [] }
-        @Sendable func countRows() -> Int { 0 }
+        let flush: @Sendable () -> Void = {}
+        let query: @Sendable () throws -> [String] = { [] }
+        let countRows: @Sendable () -> Int = { 0 }
 
         let worker = PermanentThread(name: "db")           // the OS sees the name
         try worker.run()
@@ -18,6 +18,9 @@ enum PermanentThreadSnippets {
         let rows = try worker.sync { try query() }         // a value back, or the error rethrown
         let count = try await worker.submit { countRows() }
         worker.stop()                                      // queued blocks run, then it ends
+        _ = flush
+        _ = query
+        _ = countRows
         _ = worker
         _ = rows
         _ = count
@@ -25,14 +28,16 @@ enum PermanentThreadSnippets {
 
     /// The document's snippet number 2 (counting snippets and tables).
     static func snippet2() async throws {
-        @Sendable func tick() {}
-        @Sendable func log(_ activity: LoopActivity) {}
+        let tick: @Sendable () -> Void = {}
+        let log: @Sendable (LoopActivity) -> Void = { _ in }
         let loop = ThreadLoop.current
         let timer = LoopTimer(after: .milliseconds(10), repeating: .milliseconds(10)) { _ in tick() }
         try loop.add(timer, forMode: .common)
         let observer = LoopObserver(activities: [.beforeWaiting, .afterWaiting]) { _, activity in log(activity) }
         try loop.add(observer, forMode: .default)
         let result = try loop.run(mode: .default, until: .now + .seconds(5))
+        _ = tick
+        _ = log
         _ = loop
         _ = timer
         _ = observer
