@@ -134,9 +134,11 @@ extension Connection {
                 var offset = 0
                 while offset < count {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    guard let header = try parseHeader(rest), header.frameLength <= rest.count else { break }
+                    let header = try parseHeader(rest, limits: state.splitter.headerLimits)
+                    guard let header, header.frameLength <= rest.count else { break }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
                     batch.append(try decode(frame, header, takingFrom: &state))
+                    state.splitter.noteFrameTaken()
                     offset += header.frameLength
                 }
                 // A frame begun but not ended waits in the splitter for the next read.
@@ -146,7 +148,10 @@ extension Connection {
                 while let frame = try nextFrame(&state.splitter) {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
-                            guard let header = try parseHeader(raw) else { throw .malformed("a split frame without its header") }
+                            // Its header was held to the splitter's limits (the first frame's too).
+                            guard let header = try parseHeader(raw, limits: limits) else {
+                                throw .malformed("a split frame without its header")
+                            }
                             return try decode(raw, header, takingFrom: &state)
                         }
                     }
@@ -182,7 +187,7 @@ extension Connection {
         return count < buffer.count ? .drained : .more
     }
 
-    private func parseHeader(_ bytes: UnsafeRawBufferPointer) throws(PortError) -> WireHeader? {
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer, limits: WireLimits) throws(PortError) -> WireHeader? {
         do { return try WireHeader.parse(bytes, limits: limits) } catch { throw .malformed(error.description) }
     }
 
