@@ -22,6 +22,7 @@ let scenarios: [String: Scenario] = [
     "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
     "cluster-node": clusterNode,
+    "tcp-flood": tcpFlood,
 ]
 
 /// Writes a line to standard output at once (one `write`, no buffer), so a parent reading
