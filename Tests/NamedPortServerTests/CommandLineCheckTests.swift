@@ -93,38 +93,42 @@ struct CommandLineCheckTests {
         #expect(after.isSameFile(as: before) && after.mode == before.mode)
     }
 
-    /// A server that takes the connection and dies before answering (its listener gone
-    /// with it) is a server that went away (exit 5), not a busy one; one whose listener
-    /// stays and that closes the connection unanswered is busy (exit 1).
-    @Test(arguments: [true, false])
-    func aServerThatDiesBeforeAnsweringIsGoneNotBusy(listenerDies: Bool) throws {
+    /// A server that dies before answering (a real process, its listener gone with it,
+    /// killed once the client's hello is in) is a server that went away: exit 5, not "busy".
+    @Test func aServerKilledBeforeAnsweringIsGoneNotBusy() throws {
+        let directory = TestDirectory()
+        let server = try SpawnedProcess.helper("unix-hello", [directory.address])
+        defer { server.kill() }
+        #expect(try server.readLine() == "listening")
+        let client = try SpawnedProcess.spawn(ChildProcessPaths.portname, ["--address", directory.address, "list"])
+        defer { client.kill() }
+        #expect(try server.readLine(within: .seconds(60)) == "hello")
+        server.signal(SIGKILL)
+        #expect(try server.wait() == .signalled(SIGKILL))
+        let output = try client.remainingOutput(within: .seconds(60))
+        #expect(try client.wait(within: .seconds(60)) == .exited(5), "\(client.standardError())")
+        #expect(output.isEmpty)
+        #expect(!client.standardError().contains("busy"), "\(client.standardError())")
+    }
+
+    /// A server whose listener stays and that hangs up before answering could not take the
+    /// connection: busy (exit 1).
+    @Test func aServerThatHangsUpBeforeAnsweringIsBusy() throws {
         let directory = TestDirectory()
         // The server, as far as the client can tell: a listening socket of this process.
         let listener = try UnixSocket.make(nonBlocking: false)
-        var listenerOpen = true
-        defer { if listenerOpen { try? listener.close() } }
+        defer { try? listener.close() }
         try UnixSocket.bind(listener, to: directory.address)
         try UnixSocket.listen(listener, backlog: 16)
-        let client = try SpawnedProcess.spawn(SpawnedProcess.product("portname"), ["--address", directory.address, "list"])
-        // Its connection, once its hello is in: then the server dies.
+        let client = try SpawnedProcess.spawn(ChildProcessPaths.portname, ["--address", directory.address, "list"])
+        defer { client.kill() }
         #expect(try listener.poll(CShort(POLLIN), timeout: .seconds(60)) != 0)
         let accepted = try #require(try UnixSocket.accept(listener))
         #expect(try accepted.poll(CShort(POLLIN), timeout: .seconds(60)) != 0)
-        if listenerDies {
-            // As SIGKILL leaves it: the socket file stays, nobody accepts on it.
-            try listener.close()
-            listenerOpen = false
-        }
         try accepted.close()
         let output = try client.remainingOutput(within: .seconds(60))
-        let status = try client.wait(within: .seconds(60))
+        #expect(try client.wait(within: .seconds(60)) == .exited(1), "\(client.standardError())")
         #expect(output.isEmpty)
-        if listenerDies {
-            #expect(status == .exited(5), "\(client.standardError())")
-            #expect(!client.standardError().contains("busy"), "\(client.standardError())")
-        } else {
-            #expect(status == .exited(1), "\(client.standardError())")
-            #expect(client.standardError().contains("busy"), "\(client.standardError())")
-        }
+        #expect(client.standardError().contains("busy"), "\(client.standardError())")
     }
 }

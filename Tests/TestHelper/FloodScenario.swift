@@ -54,3 +54,30 @@ import PortMessaging
         }
     }
 }
+
+/// `unix-hello PATH`: a name server that dies before answering, as its clients see it.
+/// Listens at PATH, prints "listening", accepts one connection, waits for its first bytes
+/// (a client's hello), prints "hello", and then waits, unanswering, until it is killed.
+@Sendable func unixHello(_ arguments: [String]) -> Int32 {
+    guard let path = arguments.first else {
+        say("usage: unix-hello PATH")
+        return 2
+    }
+    do {
+        let listener = try UnixSocket.make(nonBlocking: false)
+        try UnixSocket.bind(listener, to: path)
+        try UnixSocket.listen(listener, backlog: 16)
+        say("listening")
+        guard try listener.poll(CShort(POLLIN), timeout: nil) != 0, let accepted = try UnixSocket.accept(listener),
+              try accepted.poll(CShort(POLLIN), timeout: nil) != 0
+        else {
+            say("error: no client")
+            return 1
+        }
+        say("hello")
+        while true { pause() }
+    } catch {
+        say("error \(error)")
+        return 1
+    }
+}

@@ -23,6 +23,7 @@ let scenarios: [String: Scenario] = [
     "names-client-cycles": namesClientCycles,
     "cluster-node": clusterNode,
     "tcp-flood": tcpFlood,
+    "unix-hello": unixHello,
 ]
 
 /// Writes a line to standard output at once (one `write`, no buffer), so a parent reading
