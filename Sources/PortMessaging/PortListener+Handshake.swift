@@ -49,15 +49,11 @@ extension PortListener {
     }
 
     /// The handshake that makes room for a new one: the oldest whose peer has sent
-    /// nothing, else the oldest.
+    /// nothing, else the oldest. A handshake that looks silent is asked again (its peer's
+    /// hello may be in, its readable event not yet served): only a truly silent one goes.
     private static func evictionVictim(in handshakes: [ObjectIdentifier: AcceptingHandshake]) -> AcceptingHandshake? {
-        var silent: AcceptingHandshake?
-        var oldest: AcceptingHandshake?
-        for handshake in handshakes.values {
-            if oldest.map({ handshake.sequence < $0.sequence }) ?? true { oldest = handshake }
-            if !handshake.heardFromPeer, silent.map({ handshake.sequence < $0.sequence }) ?? true { silent = handshake }
-        }
-        return silent ?? oldest
+        let byAge = handshakes.values.sorted { $0.sequence < $1.sequence }
+        return byAge.first { !$0.heardFromPeer && !$0.hasPeerSent() } ?? byAge.first
     }
 }
 
@@ -111,10 +107,7 @@ final class AcceptingHandshake: Sendable {
             heard.store(true, ordering: .relaxed)
             step()
         }
-        var first: UInt8 = 0
-        if let count = try? withUnsafeMutableBytes(of: &first, { try socket.peek(into: $0) }), count > 0 {
-            heard.store(true, ordering: .relaxed)
-        }
+        _ = hasPeerSent()
         let timer = LoopTimer(after: timeout) { [self] _ in finish(secured: false) }
         let started = phase.withLock { phase -> Bool in
             guard case .waiting = phase else { return false }
@@ -196,8 +189,17 @@ final class AcceptingHandshake: Sendable {
         ended(self, secured)
     }
 
-    /// Whether the peer has sent anything yet.
+    /// Whether the peer has sent anything yet, as last seen.
     var heardFromPeer: Bool { heard.load(ordering: .relaxed) }
+
+    /// Looks (without taking them) for bytes from the peer waiting on the socket, and
+    /// remembers it if some are; whether there are.
+    func hasPeerSent() -> Bool {
+        var first: UInt8 = 0
+        guard let count = try? withUnsafeMutableBytes(of: &first, { try socket.peek(into: $0) }), count > 0 else { return false }
+        heard.store(true, ordering: .relaxed)
+        return true
+    }
 
     /// Ends a handshake still under way (its listener closed, or it makes room for a
     /// newer one), on the loop's thread.
