@@ -152,7 +152,8 @@ struct GatewayLimitsTests {
         let slow = try (0..<50).map { _ in try rawConnection(port) }
         defer { for socket in silent + slow { try? socket.close() } }
         let frame = try WireCodec.encode(WireMessage(id: GatewayWire.openID, components: [.bytes(Array("db".utf8))]))
-        for socket in slow { _ = frame.prefix(WireLayout.headerSize + 1).withUnsafeBytes { send(socket.rawValue, $0.baseAddress, $0.count, 0) } }
+        let begun = Array(frame.prefix(WireLayout.headerSize + 1))
+        for socket in slow { _ = begun.withUnsafeBytes { send(socket.rawValue, $0.baseAddress, $0.count, 0) } }
         for socket in silent + slow { #expect(closedByPeer(socket, within: .seconds(60))) }
         #expect(eventually(timeout: .seconds(60)) { gateway.connections == 1 })
         // The caller that opened in time is not idle-closed (no idle time-out by default).
