@@ -1,15 +1,21 @@
 import Glibc
 import PermanentThread
+import Synchronization
 
 extension PortListener {
-    /// The most handshakes a secured listener runs at once; a connection accepted beyond
-    /// them is closed at once (a peer that connects and never speaks holds a descriptor
-    /// for `ReceivePort.handshakeTimeout`).
-    static let maxPendingHandshakes = 256
+    /// The most handshakes a secured listener runs at once: 256, or an eighth of the
+    /// process's descriptor limit if that is less (the rest stay for the connections).
+    static let maxPendingHandshakes = min(256, max(16, FileSystem.descriptorLimit / 8))
 
     /// Secures an accepted connection on the port's loop (this thread: accepting runs
     /// there) and hands it to `port` once its handshake is complete; closes it when the
-    /// handshake fails, takes too long, or too many are under way.
+    /// handshake fails or takes too long.
+    ///
+    /// When `maxPendingHandshakes` are under way already, one of them makes room rather
+    /// than the newcomer being refused: the oldest of those whose peer has sent nothing
+    /// yet, else the oldest. A peer that connects and never speaks thus cannot keep a
+    /// peer that does from completing its handshake, however many such connections it
+    /// opens, nor however fast it opens them again.
     func beginHandshake(_ accepted: FileDescriptor, securedBy security: any StreamSecurity, into port: ReceivePort) {
         let stream: any SecuredStream
         do { stream = try security.secure(socket: accepted.rawValue, as: .accepting) } catch {
@@ -25,16 +31,29 @@ extension PortListener {
                 try? accepted.close()
             }
         }
-        let placed = state.withLock { state -> (ThreadLoop, [LoopMode])? in
-            guard !state.closed, let loop = state.loop, state.handshakes.count < Self.maxPendingHandshakes else { return nil }
+        let placed = state.withLock { state -> (ThreadLoop, [LoopMode], evicted: AcceptingHandshake?)? in
+            guard !state.closed, let loop = state.loop else { return nil }
+            var evicted: AcceptingHandshake?
+            if state.handshakes.count >= Self.maxPendingHandshakes, let victim = Self.evictionVictim(in: state.handshakes) {
+                evicted = state.handshakes.removeValue(forKey: ObjectIdentifier(victim))
+            }
             state.handshakes[ObjectIdentifier(handshake)] = handshake
-            return (loop, state.modes)
+            return (loop, state.modes, evicted)
         }
-        guard let (loop, modes) = placed else {
+        guard let (loop, modes, evicted) = placed else {
             try? accepted.close()
             return
         }
+        evicted?.cancel()
         handshake.start(on: loop, modes: modes, timeout: ReceivePort.handshakeTimeout)
+    }
+
+    /// The handshake that makes room for a new one: the oldest whose peer has sent
+    /// nothing, else the oldest. A handshake that looks silent is asked again (its peer's
+    /// hello may be in, its readable event not yet served): only a truly silent one goes.
+    private static func evictionVictim(in handshakes: [ObjectIdentifier: AcceptingHandshake]) -> AcceptingHandshake? {
+        let byAge = handshakes.values.sorted { $0.sequence < $1.sequence }
+        return byAge.first { !$0.heardFromPeer && !$0.hasPeerSent() } ?? byAge.first
     }
 }
 
@@ -49,6 +68,11 @@ final class AcceptingHandshake: Sendable {
     /// stream are then the receiver's), or not (the socket is closed already).
     private let ended: @Sendable (AcceptingHandshake, Bool) -> Void
     private let phase = Locked(Phase.waiting)
+    /// Its place in the order handshakes began (the oldest is the lowest).
+    let sequence = AcceptingHandshake.nextSequence.wrappingAdd(1, ordering: .relaxed).oldValue
+    private static let nextSequence = Atomic<UInt64>(0)
+    /// Whether the peer has sent a byte (a peer that has not is the first to make room).
+    private let heard = Atomic<Bool>(false)
 
     /// Where the handshake stands. Changed on the loop's thread only (mode changes aside).
     private enum Phase {
@@ -79,7 +103,11 @@ final class AcceptingHandshake: Sendable {
     /// Starts watching on `loop` (this thread) in `modes`, and takes the first step (the
     /// peer's first message is usually in already).
     func start(on loop: ThreadLoop, modes: [LoopMode], timeout: Duration) {
-        let readable = DescriptorSource(descriptor: socket.rawValue, events: .readable) { [self] _, _ in step() }
+        let readable = DescriptorSource(descriptor: socket.rawValue, events: .readable) { [self] _, _ in
+            heard.store(true, ordering: .relaxed)
+            step()
+        }
+        _ = hasPeerSent()
         let timer = LoopTimer(after: timeout) { [self] _ in finish(secured: false) }
         let started = phase.withLock { phase -> Bool in
             guard case .waiting = phase else { return false }
@@ -161,7 +189,20 @@ final class AcceptingHandshake: Sendable {
         ended(self, secured)
     }
 
-    /// Ends a handshake still under way (its listener closed), on the loop's thread.
+    /// Whether the peer has sent anything yet, as last seen.
+    var heardFromPeer: Bool { heard.load(ordering: .relaxed) }
+
+    /// Looks (without taking them) for bytes from the peer waiting on the socket, and
+    /// remembers it if some are; whether there are.
+    func hasPeerSent() -> Bool {
+        var first: UInt8 = 0
+        guard let count = try? withUnsafeMutableBytes(of: &first, { try socket.peek(into: $0) }), count > 0 else { return false }
+        heard.store(true, ordering: .relaxed)
+        return true
+    }
+
+    /// Ends a handshake still under way (its listener closed, or it makes room for a
+    /// newer one), on the loop's thread.
     func cancel() { finish(secured: false) }
 
     /// Adds its sources and timer to `mode` as well (or, with `adding` false, takes them out),

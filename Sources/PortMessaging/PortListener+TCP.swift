@@ -60,16 +60,22 @@ extension ReceivePort {
     /// Takes ownership of an accepted TCP socket whose peer speaks the PortKit wire
     /// protocol, as `adoptConnection` does a Unix socket's.
     func adoptTCPConnection(_ socket: FileDescriptor) throws(PortError) {
-        try adopt(Connection(.tcp(socket), limits: limits))
+        try adopt(Connection(.tcp(socket), limits: limits, firstFrameLimits: firstMessageLimits))
     }
 
     /// Takes ownership of an accepted TCP socket secured by `stream` (its handshake
     /// complete), as `adoptTCPConnection` does a plain one.
     func adoptSecuredConnection(_ socket: FileDescriptor, _ stream: any SecuredStream) throws(PortError) {
-        try adopt(Connection(.secured(socket, stream), limits: limits))
+        try adopt(Connection(.secured(socket, stream), limits: limits, firstFrameLimits: firstMessageLimits))
     }
 
     /// How long an accepted connection's handshake may take (`TCPSecurity.secured(by:)`)
     /// before the listening port closes it.
     public static let handshakeTimeout: Duration = .seconds(10)
+
+    /// The most handshakes a listening port secures at once (256, or an eighth of the
+    /// process's descriptor limit if less). When that many are under way, the oldest of
+    /// those whose peer has sent nothing yet (else the oldest) is closed to make room for a
+    /// newcomer: a peer that connects and stays silent cannot lock the others out.
+    public static var maxPendingHandshakes: Int { PortListener.maxPendingHandshakes }
 }

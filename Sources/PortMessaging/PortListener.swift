@@ -132,12 +132,21 @@ final class PortListener: Sendable {
         for handshake in handshakes { handshake.change(mode, adding: adding) }
     }
 
-    /// Accepts every waiting peer into `port`; then reads what the Unix ones sent already,
-    /// in this pass (every peer accepted is reported before any message of this pass).
+    /// The most peers a TCP listener accepts in one pass of its loop. Peers that connect
+    /// again as fast as they are closed (an attacker whose connections make room for
+    /// others) then cannot keep the loop accepting: the handshakes and connections under
+    /// way are served between batches.
+    static let tcpAcceptBatch = 32
+
+    /// Accepts every waiting peer into `port` (at most `tcpAcceptBatch` over TCP: the rest
+    /// in the next pass); then reads what the Unix ones sent already, in this pass (every
+    /// peer accepted is reported before any message of this pass).
     private func acceptAll(into port: ReceivePort) {
         var fresh: [Connection] = []
         defer { for connection in fresh { connection.loopCanRead() } }
-        while true {
+        var left = isTCP ? Self.tcpAcceptBatch : Int.max
+        while left > 0 {
+            left -= 1
             switch Result(catching: { () throws(Errno) in try acceptOne() }) {
             case .success(let accepted?):
                 if let streamSecurity {

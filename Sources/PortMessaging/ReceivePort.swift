@@ -35,6 +35,8 @@ public final class ReceivePort: Sendable {
     /// timeout, as `PendingReply.answer(_:timeout:)` takes one).
     public let maxQueuedBytes: Int
     let limits: WireLimits
+    /// The limits of the first frame of a peer accepted over TCP, when narrower.
+    let firstMessageLimits: WireLimits?
     let queue: ConditionLock<LocalQueue>
     let state = Locked(State())
     let checkIns = ConditionLock<[SendPort]>([])
@@ -125,14 +127,23 @@ public final class ReceivePort: Sendable {
     ///   - capacity: how many in-process messages may wait (default 1024).
     ///   - maxMessageBytes: the largest message accepted from another process (default 16 MiB).
     ///   - maxQueuedBytes: how much loop writes may queue per connection (default 4 MiB).
-    public init(
+    public convenience init(
         capacity: Int = ReceivePort.defaultCapacity, maxMessageBytes: Int = ReceivePort.defaultMaxMessageBytes,
         maxQueuedBytes: Int = ReceivePort.defaultMaxQueuedBytes
     ) {
+        self.init(capacity: capacity, maxMessageBytes: maxMessageBytes, maxQueuedBytes: maxQueuedBytes, maxFirstMessageBytes: nil)
+    }
+
+    /// Makes a port as `init(capacity:maxMessageBytes:maxQueuedBytes:)` does, whose peers
+    /// accepted at its TCP address must begin with a message of at most
+    /// `maxFirstMessageBytes` (a larger one is refused at its header, and the connection
+    /// closed): for a server whose first request is small, such as the gateway's open.
+    package init(capacity: Int, maxMessageBytes: Int, maxQueuedBytes: Int, maxFirstMessageBytes: Int?) {
         self.capacity = max(1, capacity)
         self.maxMessageBytes = maxMessageBytes
         self.maxQueuedBytes = max(0, maxQueuedBytes)
         self.limits = .transport(maxMessageBytes: maxMessageBytes)
+        self.firstMessageLimits = maxFirstMessageBytes.map { .transport(maxMessageBytes: min($0, maxMessageBytes)) }
         self.queue = ConditionLock(LocalQueue())
     }
 

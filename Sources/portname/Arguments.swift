@@ -30,10 +30,19 @@ struct Options {
     var wantsHelp: Bool { flags.contains("--help") }
     var wantsJSON: Bool { flags.contains("--json") }
 
+    /// The most seconds a time option takes: one day, the name server's cap on a wait
+    /// (and far beyond any useful time-out), so every value converts without overflow.
+    static let maxSeconds: Double = 86_400
+
+    /// The value of a time option in seconds (`nil` when it is not given): a number from 0
+    /// to `maxSeconds`, else a usage error.
     func seconds(_ option: String, verb: Verb) throws(Exit) -> Duration? {
         guard let text = values[option] else { return nil }
         guard let value = Double(text), value >= 0, value.isFinite else {
             throw .usage("\(option) needs a number of seconds, not '\(text)'", verb: verb)
+        }
+        guard value <= Self.maxSeconds else {
+            throw .usage("\(option) takes at most \(Int(Self.maxSeconds)) seconds (one day), not '\(text)'", verb: verb)
         }
         return .milliseconds(Int64((value * 1000).rounded()))
     }

@@ -36,8 +36,10 @@ enum Verb: String, CaseIterable {
         case .lookup:
             return """
                 Prints the pid of the process that holds NAME. With --wait, waits up to SECONDS
-                for NAME to be registered. With --json: {"name": NAME, "pid": PID, "uid": UID}.
-                Exit status: 0 found; 1 not found (also after the wait); 2 invalid name; 5 no server.
+                (at most 86400) for NAME to be registered. With --json: {"name": NAME, "pid":
+                PID, "uid": UID}.
+                Exit status: 0 found; 1 not found (also after the wait); 2 invalid name or time;
+                5 no server.
                 """
         case .watch:
             return """
@@ -81,9 +83,9 @@ enum Verb: String, CaseIterable {
             return """
                 Sends TEXT (empty without it) as a request with id N (default 0) to the port
                 registered as NAME and prints the reply's bytes as text. --timeout bounds the
-                send and the wait for the reply (default 10 seconds). With --json:
+                send and the wait for the reply (default 10 seconds, at most 86400). With --json:
                 {"name": NAME, "id": ID, "reply": TEXT} (ID: the reply's id).
-                Exit status: 0; 1 not found; 2 invalid name; 3 timed out; 4 the owner died; 5 no server.
+                Exit status: 0; 1 not found; 2 invalid name or time; 3 timed out; 4 the owner died; 5 no server.
                 """
         }
     }

@@ -10,7 +10,8 @@ func run(_ arguments: [String]) throws(Exit) {
     // The global option may stand anywhere before a `--`.
     let end = arguments.firstIndex(of: "--") ?? arguments.endIndex
     if let index = arguments[..<end].firstIndex(of: "--address") {
-        guard index + 1 < arguments.count else { throw .usage("--address needs a path") }
+        // Only an empty $PORTKIT_NAME_SERVER means the default: an empty flag is a slip.
+        guard index + 1 < arguments.count, !arguments[index + 1].isEmpty else { throw .usage("--address needs a path") }
         address = arguments[index + 1]
         arguments.removeSubrange(index...index + 1)
     }
@@ -52,8 +53,26 @@ func run(_ arguments: [String]) throws(Exit) {
     }
 }
 
+/// The arguments as given (without the program name). `CommandLine.arguments` would
+/// replace bytes that are not UTF-8 with U+FFFD, so that `caf\xe9` and `caf\xe8` became one
+/// name: such an argument is refused instead (names are UTF-8 only).
+func checkedArguments() throws(Exit) -> [String] {
+    var arguments: [String] = []
+    for index in 1..<Int(CommandLine.argc) {
+        guard let raw = CommandLine.unsafeArgv[index] else { continue }
+        guard let argument = String(validatingCString: raw) else {
+            let escaped = UnsafeRawBufferPointer(start: raw, count: strlen(raw)).map { byte in
+                byte < 0x80 ? String(UnicodeScalar(byte)) : "\\x" + String(byte, radix: 16)
+            }.joined()
+            throw Exit(status: 2, message: "invalid name or argument '\(escaped)': not UTF-8 (names are UTF-8 only)")
+        }
+        arguments.append(argument)
+    }
+    return arguments
+}
+
 do {
-    try run(Array(CommandLine.arguments.dropFirst()))
+    try run(try checkedArguments())
     exit(0)
 } catch {
     if let message = error.message { sayError(message) }

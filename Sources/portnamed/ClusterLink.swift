@@ -26,8 +26,9 @@ struct ClusterLink: Sendable {
     let serverAddress = Locked<String?>(nil)
 
     /// Joins the directory at `endpoint` as `nodeName`, logging to `log`; with `listen`,
-    /// runs the gateway there. Connections between nodes are TLS with `tls`, else plain
-    /// TCP (loopback only); so are the connections to an `https://` directory.
+    /// runs the gateway there (its callers held to the default `GatewayLimits`).
+    /// Connections between nodes are TLS with `tls`, else plain TCP (loopback only); so
+    /// are the connections to an `https://` directory.
     /// - Throws: `DirectoryError.invalidEndpoint`; the gateway's `PortError` (an address
     ///   in use, plain TCP on an address that is not loopback).
     init(endpoint: String, nodeName: String, leaseTTL: Int, listen: PortAddress?, tls: ClusterTLS?, log: DaemonLog) throws {

@@ -62,6 +62,17 @@ struct DaemonOptions {
                                   here (with --etcd; port 0: any free port, printed as
                                   "gateway on HOST:PORT"); without the TLS options, plain
                                   TCP, so loopback only
+                                  The gateway's limits: at most 1024 callers at once,
+                                  and never more than half the descriptor limit (less
+                                  the TLS handshakes under way), so the name server
+                                  keeps the rest; further ones are closed as they come.
+                                  A caller's first message is its open request, at most
+                                  1 KiB (a larger one is refused at its header); it
+                                  must open a name within 10 seconds, and a message
+                                  begun must be whole within 30. At most 256 TLS
+                                  handshakes at once (an eighth of the descriptor
+                                  limit if less): one beyond them takes the place of
+                                  the oldest whose peer has sent nothing yet.
           --tls-cert PEM          this node's certificate, issued by the cluster's
                                   authority, its common name the node's name; with
           --tls-key PEM           its private key, and
@@ -99,7 +110,11 @@ struct DaemonOptions {
         }
         while let argument = rest.popFirst() {
             switch argument {
-            case "--address": options.address = try value(argument)
+            case "--address":
+                // Only an empty $PORTKIT_NAME_SERVER means the default: an empty flag is a slip.
+                let path = try value(argument)
+                guard !path.isEmpty else { throw UsageError("--address needs a path, not an empty string") }
+                options.address = path
             case "--socket-mode":
                 let text = try value(argument)
                 guard let mode = UInt32(text, radix: 8), mode <= 0o777 else {

@@ -22,6 +22,8 @@ let scenarios: [String: Scenario] = [
     "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
     "cluster-node": clusterNode,
+    "tcp-flood": tcpFlood,
+    "unix-hello": unixHello,
 ]
 
 /// Writes a line to standard output at once (one `write`, no buffer), so a parent reading

@@ -37,14 +37,14 @@ extension NameServerClient {
     private static func greetedConnection(
         _ address: String, timeout: Duration, _ trustedServerUsers: Set<UInt32>
     ) async throws(NameServerError) -> ServerConnection {
-        let (server, _) = try trustedPort(address, timeout: timeout, trustedServerUsers)
+        let (server, peerPID) = try trustedPort(address, timeout: timeout, trustedServerUsers)
         do throws(NameServerError) {
             let hello = helloCall(address)
             let reply: Message
             do {
                 reply = try await server.request(hello.message, sendTimeout: timeout, receiveTimeout: timeout)
             } catch {
-                throw helloError(error, address: address)
+                throw helloError(error, address: address, serverPID: peerPID)
             }
             let pid = try greetedPID(try okFields(of: reply, address: address))
             return ServerConnection(port: server, greeting: .greeted(pid: pid))

@@ -104,11 +104,21 @@ extension NameServerClient {
     }
 
     /// What a failed hello means: a server answers every hello it reads; one that closes
-    /// first could not take the connection at all.
-    static func helloError(_ failure: PortError, address: String) -> NameServerError {
+    /// first could not take the connection at all (busy), unless it is gone: a server that
+    /// died before answering is exiting or dead (`serverPID`, the process that made the
+    /// listening socket), or leaves a socket nobody accepts on (or none), and the
+    /// connection is lost, as with any server that went away.
+    static func helloError(_ failure: PortError, address: String, serverPID: Int32) -> NameServerError {
         let error = requestError(failure, address: address, what: helloCall(address).what)
         guard case .connectionLost = error else { return error }
-        return .serverBusy(address: address, reason: "it closed the connection before answering (out of descriptors?)")
+        // A dying server releases its connections before its listening socket: its
+        // process says it is going while the socket may still look live.
+        if ProcessLiveness.isGone(serverPID) { return error }
+        switch try? UnixSocket.probe(address) {
+        case .stale?, .free?: return error
+        case .live?, .notASocket?, nil:
+            return .serverBusy(address: address, reason: "it closed the connection before answering (out of descriptors?)")
+        }
     }
 
     /// The server's pid, from an ok answer to its hello.

@@ -54,7 +54,7 @@ final class ServerGreeting: Sendable {
             let sent = try server.send(request: hello.message, sendTimeout: timeout)
             return ServerGreeting(.pending(sent), peerPID: peerPID)
         } catch {
-            throw NameServerClient.helloError(error, address: address)
+            throw NameServerClient.helloError(error, address: address, serverPID: peerPID)
         }
     }
 
@@ -112,7 +112,7 @@ final class ServerGreeting: Sendable {
             state.broadcast()
             throw .timedOut(operation: NameServerClient.helloCall(address).what)
         } catch {
-            outcome = .failure(NameServerClient.helloError(error, address: address))
+            outcome = .failure(NameServerClient.helloError(error, address: address, serverPID: peerPID))
         }
         state.withLock { $0 = .settled(outcome) }
         if case .success = outcome { answeredOK.store(true, ordering: .releasing) }

@@ -26,7 +26,7 @@ extension NameService {
             client.peer.disconnect()
             return
         }
-        client.lastActivity = .now
+        timeouts.heard(peer)
         guard let operation = NameOperation(rawValue: message.id) else {
             message.discardAttachments()
             return refuse(pending, .protocolError("unknown operation \(message.id)"), client)
@@ -87,6 +87,7 @@ extension NameService {
                 throw .protocolError("protocol version \(version) asked, this server speaks \(nameProtocolVersion) only")
             }
             client.saidHello = true
+            timeouts.greeted(client.peer)
             answer(pending, ok([NameField.integer(serverPID), NameField.integer(serverUID), NameField.integer(nameProtocolVersion)]), client)
 
         case .register, .registerSame:

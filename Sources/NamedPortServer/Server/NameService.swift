@@ -39,8 +39,15 @@ final class NameService: @unchecked Sendable {
     var clusterScoped: Set<String> = []
     /// Refusal counters and the event handler.
     var statistics: ServerStatistics
-    /// Checks the clients' time-outs while any client is connected.
-    var sweepTimer: LoopTimer?
+    /// The clients' time-outs: hello, request, idle.
+    lazy var timeouts = PeerTimeouts(
+        loop: loop,
+        limits: PeerTimeouts.Limits(
+            greeting: policy.helloTimeout, greetingName: "say hello", request: policy.requestTimeout, idle: policy.idleTimeout),
+        holdsSomething: { [unowned self] peer in self.table.holdsSomething(peer.id) },
+        expire: { [unowned self] peer, reason in
+            if let client = self.clients[peer.id] { self.disconnect(client, because: reason) }
+        })
     var isShutDown = false
 
     /// One client: its peer, who it is, and where it stands with the time-outs.
@@ -50,9 +57,7 @@ final class NameService: @unchecked Sendable {
         let uid: UInt32
         /// Why the client is refused, answered to its first request (then it is disconnected).
         let refusal: NameServerError?
-        let connected = ContinuousClock.now
         var saidHello = false
-        var lastActivity = ContinuousClock.now
 
         init(peer: PortPeer, refusal: NameServerError?) {
             self.peer = peer
@@ -94,8 +99,7 @@ final class NameService: @unchecked Sendable {
     func shutdown() {
         guard !isShutDown else { return }
         isShutDown = true
-        sweepTimer?.invalidate()
-        sweepTimer = nil
+        timeouts.stop()
         let released = table.removeAll()
         for waiter in released.waiters { waiter.waiting.end() }
         for holder in released.holders { holder.channel?.invalidate() }
@@ -137,9 +141,10 @@ final class NameService: @unchecked Sendable {
                 admitted += 1
                 statistics.report(.connectionOpened(pid: client.pid, uid: client.uid))
             }
-            armSweep()
+            timeouts.follow(peer)
         case .disconnected(let peer, _):
             guard let client = clients.removeValue(forKey: peer.id) else { return }
+            timeouts.forget(peer)
             if client.refusal == nil {
                 admitted -= 1
                 statistics.report(.connectionClosed(pid: client.pid, uid: client.uid))
@@ -166,40 +171,6 @@ final class NameService: @unchecked Sendable {
     func disconnect(_ client: Client, because reason: String) {
         statistics.refusedConnection(pid: client.pid, uid: client.uid, reason: reason)
         client.peer.disconnect()
-    }
-
-    // MARK: Time-outs
-
-    /// The shortest of the policy's time-outs: the sweep checks four times per it.
-    private var sweepInterval: Duration {
-        [policy.helloTimeout, policy.requestTimeout, policy.idleTimeout ?? policy.helloTimeout].min()! / 4
-    }
-
-    private func armSweep() {
-        guard sweepTimer == nil else { return }
-        let timer = LoopTimer(after: sweepInterval) { [unowned self] _ in
-            self.sweepTimer = nil
-            self.sweep()
-        }
-        sweepTimer = timer
-        try? loop.add(timer, forMode: .default)
-    }
-
-    /// Ends the clients past a time-out: no hello in time, a request begun and not
-    /// finished in time, idle (holding nothing) for too long when the policy says so.
-    private func sweep() {
-        let now = ContinuousClock.now
-        for client in Array(clients.values) {
-            if !client.saidHello, now - client.connected >= policy.helloTimeout {
-                disconnect(client, because: "did not say hello within \(policy.helloTimeout)")
-            } else if let since = client.peer.partialMessageSince, now - since >= policy.requestTimeout {
-                disconnect(client, because: "did not finish a request within \(policy.requestTimeout)")
-            } else if let idle = policy.idleTimeout, client.saidHello, !table.holdsSomething(client.peer.id),
-                      now - client.lastActivity >= idle {
-                disconnect(client, because: "was idle for \(idle)")
-            }
-        }
-        if !clients.isEmpty { armSweep() }
     }
 
     // MARK: Watches

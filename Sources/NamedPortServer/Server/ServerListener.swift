@@ -36,7 +36,7 @@ struct ServerListener {
                 try port.listen(at: .path(address), permissions: mode_t(policy.socketPermissions & 0o777), backlog: backlog)
             } catch {
                 switch error {
-                case .addressInUse: throw .addressInUse(address: address)
+                case .addressInUse: throw addressTaken(address)
                 case .system(let operation, let errno): throw .system(operation: operation, errno: errno)
                 default: throw .system(operation: "listen at \(address): \(error)", errno: EINVAL)
                 }
@@ -68,6 +68,13 @@ struct ServerListener {
     }
 
     // MARK: Steps
+
+    /// Why the address is taken, with the lock held: a live server (one that does not use
+    /// the lock, such as systemd's socket), or a file that is not a socket, which stays.
+    private static func addressTaken(_ address: String) -> NameServerError {
+        guard case .notASocket? = try? UnixSocket.probe(address) else { return .addressInUse(address: address) }
+        return .system(operation: "bind \(address) (not a socket: the file there is left alone)", errno: EEXIST)
+    }
 
     private static func takeLock(for address: String) throws(NameServerError) -> FileDescriptor {
         let path = NameServerAddress.lockPath(for: address)

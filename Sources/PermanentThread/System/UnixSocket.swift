@@ -236,6 +236,18 @@ package enum FileSystem {
         FileDescriptor(rawValue: try valueOrErrno { open("/dev/null", O_RDONLY | O_CLOEXEC) }.get())
     }
 
+    /// The process's soft limit on open descriptors (`RLIMIT_NOFILE`), what bounds every
+    /// connection it holds; `Int.max` when unlimited or unknown.
+    ///
+    /// The corresponding C function is `getrlimit`.
+    package static var descriptorLimit: Int {
+        var value = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &value) == 0, value.rlim_cur != rlim_t.max else {
+            return Int.max
+        }
+        return Int(clamping: value.rlim_cur)
+    }
+
     /// Takes an exclusive `flock` without waiting; `false` if another holds it.
     ///
     /// The corresponding C function is `flock`.

@@ -24,15 +24,29 @@ import PortMessaging
 ///
 /// Only bytes cross hosts: a caller's message with a descriptor or a port never reaches
 /// the gateway (the caller's connection refuses it with `PortError.cannotCrossHosts`).
+///
+/// **Limits.** A caller is held to `GatewayLimits` from the moment it is accepted: a small
+/// first message, an open within a time-out, a cap on connections.
 public final class ClusterGateway: Sendable {
     /// Where the gateway listens (with the port the kernel chose, when asked for port 0).
     public let address: PortAddress
     let thread: PermanentThread
     let port: ReceivePort
     let resolve: @Sendable (String) -> SendPort?
+    /// What callers are allowed.
+    public let limits: GatewayLimits
+    /// The connection cap kept (`GatewayLimits.effectiveMaxConnections`).
+    let maxConnections: Int
+    let timeouts: PeerTimeouts
     let state = Locked(State())
 
     struct State {
+        /// The callers' connections now (what the cap counts).
+        var connections: Set<PortPeer> = []
+        /// Connections closed as they came, over the cap.
+        var refusedConnections = 0
+        /// The requests of each connection waiting for the owner's answer.
+        var waiting: [PortPeer: Int] = [:]
         /// The connections that opened a name, and the owner's port each relays to.
         var routes: [PortPeer: SendPort] = [:]
         /// The owners' ports, one per name, shared by every connection relaying to it.
@@ -46,14 +60,20 @@ public final class ClusterGateway: Sendable {
     /// - Parameters:
     ///   - address: a `.tcp(host:port:)` address; port 0 lets the kernel choose.
     ///   - security: how the callers' connections are protected.
+    ///   - limits: what callers are allowed (`GatewayLimits`).
     ///   - resolve: the local owner's port of a name.
     /// - Throws: what `ReceivePort.listen(at:security:backlog:)` throws; `.system` when
     ///   the gateway's thread cannot start.
     public init(
-        listeningAt address: PortAddress, security: TCPSecurity, resolve: @escaping @Sendable (String) -> SendPort?
+        listeningAt address: PortAddress, security: TCPSecurity, limits: GatewayLimits = GatewayLimits(),
+        resolve: @escaping @Sendable (String) -> SendPort?
     ) throws(PortError) {
         self.resolve = resolve
-        port = ReceivePort()
+        self.limits = limits
+        maxConnections = limits.effectiveMaxConnections
+        port = ReceivePort(
+            capacity: ReceivePort.defaultCapacity, maxMessageBytes: ReceivePort.defaultMaxMessageBytes,
+            maxQueuedBytes: ReceivePort.defaultMaxQueuedBytes, maxFirstMessageBytes: GatewayLimits.maxOpenRequestBytes)
         try port.listen(at: address, security: security)
         self.address = port.listeningAddress ?? address
         thread = PermanentThread(name: "portkit.gateway")
@@ -62,8 +82,14 @@ public final class ClusterGateway: Sendable {
             throw .system(operation: "start the gateway's thread: \(error)", errno: EAGAIN)
         }
         guard let loop = thread.loop else { throw .invalidPort }
+        timeouts = PeerTimeouts(
+            loop: loop, limits: limits.timeouts, holdsSomething: { [state] peer in state.withLock { $0.waiting[peer] != nil } },
+            expire: { peer, _ in peer.disconnect() })
         port.observePeers { [weak self] event in
-            if case .disconnected(let peer, _) = event { self?.forget(peer) }
+            switch event {
+            case .connected(let peer): self?.admit(peer)
+            case .disconnected(let peer, _): self?.forget(peer)
+            }
         }
         do {
             try port.schedule(on: loop, deferringReplies: { [weak self] message, reply in self?.handle(message, reply: reply) })
@@ -82,6 +108,7 @@ public final class ClusterGateway: Sendable {
             return !state.closed
         }
         guard wasOpen else { return }
+        timeouts.stop()
         port.invalidate()
         thread.stop()
     }
@@ -89,12 +116,44 @@ public final class ClusterGateway: Sendable {
     /// How many callers' connections relay to a name now.
     public var relayingConnections: Int { state.withLock { $0.routes.count } }
 
+    /// How many callers' connections are open now, opened or not.
+    public var connections: Int { state.withLock { $0.connections.count } }
+
+    /// How many connections were closed as they came, over the connection cap.
+    public var refusedConnections: Int { state.withLock { $0.refusedConnections } }
+
     // MARK: On the gateway's thread
+
+    /// A new connection: followed by the time-outs, or closed at once over the cap.
+    private func admit(_ peer: PortPeer) {
+        let admitted = state.withLock { state -> Bool in
+            guard !state.closed, state.connections.count < maxConnections else {
+                state.refusedConnections += 1
+                return false
+            }
+            state.connections.insert(peer)
+            return true
+        }
+        guard admitted else { return peer.disconnect() }
+        timeouts.follow(peer)
+    }
 
     private func handle(_ message: Message, reply: PendingReply?) {
         guard let peer = message.peer else { return }
         guard let owner = state.withLock({ $0.routes[peer] }) else { return open(message, from: peer, reply: reply) }
-        PortForwarding.forward(message, reply: reply, to: owner) { peer.disconnect() }
+        timeouts.heard(peer)
+        guard reply != nil else {
+            return PortForwarding.forward(message, reply: reply, to: owner) { peer.disconnect() }
+        }
+        state.withLock { $0.waiting[peer, default: 0] += 1 }
+        PortForwarding.forward(message, reply: reply, to: owner, dropCaller: { peer.disconnect() }) { [state, timeouts] in
+            state.withLock { state in
+                guard let count = state.waiting[peer] else { return }
+                state.waiting[peer] = count > 1 ? count - 1 : nil
+            }
+            // Idle from its answer on, not from its request.
+            timeouts.heard(peer)
+        }
     }
 
     /// A connection's first message: the open request naming the owner it relays to.
@@ -113,6 +172,7 @@ public final class ClusterGateway: Sendable {
             return true
         }
         guard kept else { return peer.disconnect() }
+        timeouts.greeted(peer)
         _ = reply.reply(GatewayWire.answer(.opened))
     }
 
@@ -138,6 +198,11 @@ public final class ClusterGateway: Sendable {
     }
 
     private func forget(_ peer: PortPeer) {
-        state.withLock { _ = $0.routes.removeValue(forKey: peer) }
+        timeouts.forget(peer)
+        state.withLock { state in
+            state.routes.removeValue(forKey: peer)
+            state.connections.remove(peer)
+            state.waiting.removeValue(forKey: peer)
+        }
     }
 }

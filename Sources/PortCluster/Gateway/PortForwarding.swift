@@ -16,9 +16,11 @@ enum PortForwarding {
     /// How long a request passed on waits for the target's reply.
     static let replyTimeout: Duration = .seconds(60)
 
-    /// Passes `message` on to `target`, answering `reply` (a request's) with what it says.
+    /// Passes `message` on to `target`, answering `reply` (a request's) with what it says;
+    /// `answered` is called once a request's outcome is known (answered, refused or dropped).
     static func forward(
-        _ message: Message, reply: PendingReply?, to target: SendPort, dropCaller: @escaping @Sendable () -> Void
+        _ message: Message, reply: PendingReply?, to target: SendPort, dropCaller: @escaping @Sendable () -> Void,
+        answered: @escaping @Sendable () -> Void = {}
     ) {
         let forwarded = Message(id: message.id, components: message.components)
         guard let reply else {
@@ -27,6 +29,7 @@ enum PortForwarding {
         }
         do {
             try target.request(forwarded, sendTimeout: sendTimeout, receiveTimeout: replyTimeout) { outcome in
+                defer { answered() }
                 switch outcome {
                 case .success(let answer): _ = reply.reply(Message(id: answer.id, components: answer.components))
                 case .failure(.peerDied), .failure(.invalidPort): dropCaller()
@@ -34,6 +37,7 @@ enum PortForwarding {
                 }
             }
         } catch {
+            defer { answered() }
             switch error {
             case .sendTimedOut, .messageTooLarge, .cannotCrossHosts: _ = reply.refuse()
             default: dropCaller()

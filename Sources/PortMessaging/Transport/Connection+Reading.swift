@@ -125,7 +125,7 @@ extension Connection {
                 var offset = 0
                 while offset < count {
                     let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-                    guard let header = try parseHeader(rest, state.limits) else { break }
+                    guard let header = try parseHeader(rest, limits: state.splitter.headerLimits) else { break }
                     guard header.frameLength <= rest.count else {
                         // A large frame begun: read on into storage of its own (not over TLS,
                         // whose reads need a record's room).
@@ -137,6 +137,7 @@ extension Connection {
                     }
                     let frame = UnsafeRawBufferPointer(rebasing: rest[..<header.frameLength])
                     batch.append(try decode(frame, header, takingFrom: &state))
+                    state.splitter.noteFrameTaken()
                     offset += header.frameLength
                 }
                 // A frame begun but not ended waits in the splitter for the next read.
@@ -146,7 +147,10 @@ extension Connection {
                 while let frame = try nextFrame(&state.splitter) {
                     let result = frame.withUnsafeBytes { raw in
                         Result { () throws(PortError) -> Delivery in
-                            guard let header = try parseHeader(raw, state.limits) else { throw .malformed("a split frame without its header") }
+                            // Its header was held to the splitter's limits (the first frame's too).
+                            guard let header = try parseHeader(raw, limits: state.splitter.limits) else {
+                                throw .malformed("a split frame without its header")
+                            }
                             return try decode(raw, header, takingFrom: &state)
                         }
                     }
@@ -184,11 +188,14 @@ extension Connection {
         do throws(PortError) {
             let delivery = try frame.withUnsafeBytes { raw in
                 Result { () throws(PortError) -> Delivery in
-                    guard let header = try parseHeader(raw, state.limits) else { throw .malformed("a large frame without its header") }
+                    guard let header = try parseHeader(raw, limits: state.splitter.limits) else {
+                        throw .malformed("a large frame without its header")
+                    }
                     return try decode(raw, header, takingFrom: &state, firstPayload: firstPayload)
                 }
             }.get()
             batch.append(delivery)
+            state.splitter.noteFrameTaken()
         } catch {
             return .closed(error)
         }
@@ -222,13 +229,10 @@ extension Connection {
     /// From now on, frames read are held to `limits` (those of the port that adopted the
     /// connection, which it announced to the peer) rather than the connection's own.
     func takeReadLimits(_ limits: WireLimits) {
-        inbound.withLock { state in
-            state.limits = limits
-            state.splitter.limits = limits
-        }
+        inbound.withLock { $0.splitter.limits = limits }
     }
 
-    private func parseHeader(_ bytes: UnsafeRawBufferPointer, _ limits: WireLimits) throws(PortError) -> WireHeader? {
+    private func parseHeader(_ bytes: UnsafeRawBufferPointer, limits: WireLimits) throws(PortError) -> WireHeader? {
         do { return try WireHeader.parse(bytes, limits: limits) } catch { throw .malformed(error.description) }
     }
 

@@ -85,9 +85,6 @@ final class Connection: Sendable {
     /// What the reads have gathered but not yet delivered, and the buffer they read into.
     struct Inbound {
         var splitter: WireFrameSplitter
-        /// The limits a frame read is held to: the connection's, or those of the port that
-        /// adopted it (`takeReadLimits`).
-        var limits: WireLimits
         /// A frame too large for the read buffer, being read into its own storage.
         var large: LargeFrame?
         var descriptors: [CInt] = []
@@ -112,16 +109,17 @@ final class Connection: Sendable {
     /// waiting read passes `MSG_DONTWAIT`, so only waiting reads block on it): its first
     /// wait for a reply then sets no descriptor flag. `socketPeer` is what SO_PEERCRED
     /// would say, when the caller knows it (`remoteCredentials` then makes no system call).
+    /// `firstFrameLimits`, if given, hold the peer's first frame (`WireFrameSplitter`).
     init(
         _ medium: Medium, limits: WireLimits = .transport(), pipePeer: SenderCredentials? = nil, socketPeer: SenderCredentials? = nil,
-        blockingSocket: Bool = false
+        blockingSocket: Bool = false, firstFrameLimits: WireLimits? = nil
     ) {
         self.medium = medium
         self.limits = limits
         self.pipePeer = pipePeer
         self.socketPeer = socketPeer
         self.blockingSocket = blockingSocket
-        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits), limits: limits, sender: pipePeer))
+        inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits, firstFrameLimits: firstFrameLimits), sender: pipePeer))
         // Every read then names its sender, wherever the socket was made (a socket pair's
         // SO_PEERCRED would name the process that made it, a broker say).
         if case .socket(let fd) = medium { try? fd.passCredentials() }

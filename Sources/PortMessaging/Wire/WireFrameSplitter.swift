@@ -11,8 +11,13 @@
 /// The splitter only delimits frames; the transport decodes each one with
 /// `WireCodec.decode`, passing the descriptors that came with it.
 package struct WireFrameSplitter: Sendable {
-    /// The limits every header is checked against (from the next header on, when changed).
+    /// The limits every header is checked against (the first's, `firstFrameLimits`, if
+    /// given; from the next header on, when changed).
     package var limits: WireLimits
+    /// The narrower limits of the stream's first frame, until that frame is whole: a
+    /// server whose peers must begin with a small request refuses a larger first frame at
+    /// its header instead of buffering it.
+    private var firstFrameLimits: WireLimits?
 
     // Bytes not yet handed out live in buffer[consumed...]; buffer[consumed..<scanned]
     // holds complete frames whose headers were already validated.
@@ -26,13 +31,21 @@ package struct WireFrameSplitter: Sendable {
     /// does not pin its memory for the life of the connection.
     private static let retainedCapacity = 64 * 1024
 
-    /// Creates an empty splitter.
-    package init(limits: WireLimits = .default) {
+    /// Creates an empty splitter; with `firstFrameLimits`, the first frame is held to them.
+    package init(limits: WireLimits = .default, firstFrameLimits: WireLimits? = nil) {
         self.limits = limits
+        self.firstFrameLimits = firstFrameLimits
     }
 
     /// Bytes appended but not yet returned as frames.
     package var bufferedByteCount: Int { buffer.count - consumed }
+
+    /// The limits the next frame's header is held to (the first frame's until one is whole).
+    package var headerLimits: WireLimits { firstFrameLimits ?? limits }
+
+    /// Says a whole frame was taken from the stream without passing through the splitter
+    /// (a reader that decodes whole frames in place): later ones are held to `limits`.
+    package mutating func noteFrameTaken() { firstFrameLimits = nil }
 
     /// Appends bytes read from the stream and validates any header they complete.
     ///
@@ -96,7 +109,7 @@ package struct WireFrameSplitter: Sendable {
         while scanned < buffer.count {
             let outcome = buffer.withUnsafeBytes { raw in
                 Result { () throws(WireError) -> WireHeader? in
-                    try WireHeader.parse(UnsafeRawBufferPointer(rebasing: raw[scanned...]), limits: limits)
+                    try WireHeader.parse(UnsafeRawBufferPointer(rebasing: raw[scanned...]), limits: firstFrameLimits ?? limits)
                 }
             }
             switch outcome {
@@ -113,6 +126,7 @@ package struct WireFrameSplitter: Sendable {
                 // would otherwise make us allocate a full frame per header for free.
                 guard available >= header.frameLength else { return }
                 scanned += header.frameLength
+                firstFrameLimits = nil
             }
         }
     }
