@@ -80,8 +80,8 @@ func call(_ address: String) async throws {
     let system = try PortActorSystem(nameServerAt: address)
     defer { system.shutDown() }
     let librarian = try await system.resolve(name: "librarian", as: Librarian.self, waitingUpTo: .seconds(10))
-    print("found \(librarian.id)")
-    print("shelved: \(try await librarian.shelve("Dune")) book(s)")
+    say("found \(librarian.id)")
+    say("shelved: \(try await librarian.shelve("Dune")) book(s)")
 
     // A file descriptor as an argument: the other process reads the file through it.
     var template = Array("/tmp/distributed-actors-XXXXXX".utf8CString)
@@ -90,9 +90,9 @@ func call(_ address: String) async throws {
     unlink(String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     let book = "Solaris\nby Stanisław Lem\n"
     _ = write(fd, book, book.utf8.count)
-    print("shelved from a descriptor: \(try await librarian.shelve(contentsOf: TransferableDescriptor(fd)))")
+    say("shelved from a descriptor: \(try await librarian.shelve(contentsOf: TransferableDescriptor(fd)))")
     close(fd)
-    print("catalogue: \(try await librarian.catalogue().books.joined(separator: ", "))")
+    say("catalogue: \(try await librarian.catalogue().books.joined(separator: ", "))")
 }
 
 /// Both halves: a name server in this process, the librarian in a child process.
@@ -102,7 +102,9 @@ func demo() async throws {
     defer { server.stop() }
     var input: [CInt] = [0, 0]
     var output: [CInt] = [0, 0]
+    // Close-on-exec, so that the child holds only the ends it is given (its input ends when ours closes).
     guard pipe(&input) == 0, pipe(&output) == 0 else { throw LibraryError(reason: "pipe: errno \(errno)") }
+    for fd in input + output { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
@@ -122,7 +124,7 @@ func demo() async throws {
     var line: [UInt8] = []
     var byte: UInt8 = 0
     while read(output[0], &byte, 1) == 1, byte != UInt8(ascii: "\n") { line.append(byte) }
-    print("child: \(String(decoding: line, as: UTF8.self))")
+    say("child: \(String(decoding: line, as: UTF8.self))")
     try await call(address)
     close(input[1])  // the child's standard input ends: it stops serving
     var status: CInt = 0
@@ -137,10 +139,10 @@ do {
     case ("call", 2): try await call(arguments[1])
     case (nil, _): try await demo()
     default:
-        print("usage: distributed-actors [serve ADDRESS | call ADDRESS]")
+        say("usage: distributed-actors [serve ADDRESS | call ADDRESS]")
         exit(2)
     }
 } catch {
-    print("error: \(error)")
+    say("error: \(error)")
     exit(1)
 }

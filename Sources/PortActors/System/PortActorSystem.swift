@@ -89,13 +89,22 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     ///     waiting for them (the default).
     /// - Throws: `PermanentThreadError` when the thread cannot start, `PortError` when
     ///   its loop has ended.
-    public init(
+    public convenience init(
         thread: PermanentThread? = nil, names: NameServerClient? = nil, callTimeout: Duration? = nil,
         sendTimeout: Duration? = SendPort.defaultTimeout, sendsVoidCallsOneWay: Bool = true
     ) throws {
-        self.thread = thread ?? PermanentThread(name: "portactors")
-        ownsThread = thread == nil
-        try self.thread.run()
+        try self.init(
+            thread: thread ?? PermanentThread(name: "portactors"), ownsThread: thread == nil, names: names,
+            callTimeout: callTimeout, sendTimeout: sendTimeout, sendsVoidCallsOneWay: sendsVoidCallsOneWay)
+    }
+
+    init(
+        thread: PermanentThread, ownsThread: Bool, names: NameServerClient?, callTimeout: Duration?, sendTimeout: Duration?,
+        sendsVoidCallsOneWay: Bool
+    ) throws {
+        self.thread = thread
+        self.ownsThread = ownsThread
+        try thread.run()
         guard let loop = self.thread.loop else { throw PortError.loopEnded }
         self.loop = loop
         self.names = names
@@ -116,14 +125,24 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         nameServerAt address: String?, thread: PermanentThread? = nil, callTimeout: Duration? = nil,
         startingServerIfNeeded: Bool = false
     ) throws {
+        let given = thread
         let thread = thread ?? PermanentThread(name: "portactors")
         try thread.run()
-        let names = try NameServerClient.blockingConnect(
-            to: address, startingServerIfNeeded: startingServerIfNeeded, reconnectingOn: thread.loop)
+        let names: NameServerClient
         do {
-            try self.init(thread: thread, names: names, callTimeout: callTimeout)
+            names = try NameServerClient.blockingConnect(
+                to: address, startingServerIfNeeded: startingServerIfNeeded, reconnectingOn: thread.loop)
+        } catch {
+            if given == nil { thread.stop() }
+            throw error
+        }
+        do {
+            try self.init(
+                thread: thread, ownsThread: given == nil, names: names, callTimeout: callTimeout,
+                sendTimeout: SendPort.defaultTimeout, sendsVoidCallsOneWay: true)
         } catch {
             names.close()
+            if given == nil { thread.stop() }
             throw error
         }
     }
