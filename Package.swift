@@ -51,7 +51,7 @@ let package = Package(
             path: "Examples/port-child-checkin", swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "CPortKitSystem"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
 

@@ -16,7 +16,7 @@ public struct ActorAddress: Hashable, Codable, Sendable, CustomStringConvertible
     public var node: String?
     /// The process of the actor's system (on `node`, for an actor on another node).
     public var pid: Int32
-    /// The actor, within its system.
+    /// The actor, within its process (ids are not reused while the process lives).
     public var id: UInt64
 
     /// Makes an address.

@@ -89,6 +89,21 @@ struct ActorCallTests {
         #expect(!__isRemoteActor(found))
     }
 
+    @Test func twoSystemsOfOneProcessCallEachOtherThroughTheirPorts() async throws {
+        let names = try TestNames()
+        let owner = try names.system()
+        defer { owner.shutDown() }
+        let caller = try names.system()
+        defer { caller.shutDown() }
+        let recorder = Recorder(actorSystem: owner)
+        try await owner.register(recorder, as: "next-door")
+        let found = try await caller.resolve(name: "next-door", as: Recorder.self)
+        #expect(__isRemoteActor(found))
+        #expect(found.id == recorder.id)
+        try await found.recordWaiting(7)
+        #expect(try await recorder.values() == [7])
+    }
+
     @Test func aFileDescriptorArgumentIsUsableOnTheOtherSide() async throws {
         let names = try TestNames()
         let child = try startActorProcess(names.address, "worker")

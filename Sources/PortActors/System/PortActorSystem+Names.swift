@@ -115,7 +115,7 @@ extension PortActorSystem {
             let id = try reader.fixed(UInt64.self)
             let pid = Int32(bitPattern: try reader.fixed(UInt32.self))
             let address = ActorAddress(name: name, node: node, pid: pid, id: id)
-            if address.isInThisProcess {
+            if address.isInThisProcess, localActor(id) != nil {
                 port.invalidate()
             } else {
                 record(RemoteRoute(address: address, port: port))

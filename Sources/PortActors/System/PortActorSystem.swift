@@ -59,7 +59,6 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     private let callIDs = Atomic<UInt64>(UInt64.random(in: 1..<(1 << 62)))
 
     struct State {
-        var nextActorID: UInt64 = 1
         var locals: [UInt64: LocalActor] = [:]
         /// The permanent threads that are actors' executors (`run(_:on:)`).
         var threads: [UInt64: PermanentThread] = [:]
@@ -178,11 +177,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     /// A new address in this process.
     public func assignID<Act: DistributedActor>(_ actorType: Act.Type) -> ActorAddress where Act.ID == ActorAddress {
-        let id = state.withLock { state in
-            defer { state.nextActorID += 1 }
-            return state.nextActorID
-        }
-        return ActorAddress(pid: pid, id: id)
+        ActorAddress(pid: pid, id: actorIDs.add(1, ordering: .relaxed).newValue)
     }
 
     /// Records a new actor of this system, which calls can now reach.
@@ -199,14 +194,14 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         }
     }
 
-    /// The actor of this process at `id`, or `nil` for an actor elsewhere (the caller then
-    /// makes a remote reference, which calls travel through).
-    /// - Throws: `PortActorError.unknownActor` for an address in this process that holds
-    ///   no actor (any longer), or one of another type.
+    /// The actor of this system at `id`, or `nil` for an actor elsewhere (another process,
+    /// or another system of this process: the caller then makes a remote reference, which
+    /// calls travel through).
+    /// - Throws: `PortActorError.unknownActor` for an actor of this system of another type.
     public func resolve<Act: DistributedActor>(id: ActorAddress, as actorType: Act.Type) throws -> Act? where Act.ID == ActorAddress {
-        guard id.isInThisProcess else { return nil }
-        guard let actor = localActor(id.id) as? Act else { throw PortActorError.unknownActor(id) }
-        return actor
+        guard id.isInThisProcess, let actor = localActor(id.id) else { return nil }
+        guard let typed = actor as? Act else { throw PortActorError.unknownActor(id) }
+        return typed
     }
 
     /// A new invocation encoder for a call.
@@ -224,6 +219,10 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         callIDs.add(1, ordering: .relaxed).newValue
     }
 }
+
+/// Actor ids are unique in the process, not only in their system: an address then tells
+/// an actor of this system from one of another system of the same process.
+private let actorIDs = Atomic<UInt64>(0)
 
 extension PortActorSystem {
     /// Makes `thread` the serial executor of the actor `id` of this system: its calls run
