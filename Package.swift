@@ -133,8 +133,8 @@ let package = Package(
         .testTarget(
             name: "PortActorsTests",
             dependencies: [
-                "PortActors", "PortActorsTestActors", "PortKitTestSupport", "portkit-test-helper", "portactors-test-helper",
-                "portnamed",
+                "PortActors", "PortActorsTestActors", "PortCluster", "PortKitTestSupport", "portkit-test-helper",
+                "portactors-test-helper", "portnamed",
                 "distributed-actors",
             ],
             swiftSettings: strict),
