@@ -84,7 +84,7 @@ let package = Package(
         // Every Swift snippet of the docs, compiled (scripts/doc-snippets.py writes it): README's
         // in order as a program that a test runs, the others as functions.
         .executableTarget(
-            name: "doc-snippets", dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster"],
+            name: "doc-snippets", dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors"],
             path: "Tests/DocSnippets", swiftSettings: strict),
 
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.

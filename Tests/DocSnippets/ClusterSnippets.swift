@@ -6,8 +6,8 @@ import PortCluster
 
 /// The snippets of docs/CLUSTER.md, compiled, never run.
 enum ClusterSnippets {
-    /// Line 257.
-    static func line257() async throws {
+    /// Line 259.
+    static func line259() async throws {
         let port = ReceivePort()
         try port.listen(at: .tcp(host: "127.0.0.1", port: 0), security: .plainLoopbackOnly)
         guard case .tcp(_, let chosen)? = port.listeningAddress else { return }  // the kernel's choice
@@ -17,8 +17,8 @@ enum ClusterSnippets {
         _ = remote
     }
 
-    /// Line 299.
-    static func line299() async throws {
+    /// Line 301.
+    static func line301() async throws {
         let port = ReceivePort()
 
         let tls = try ClusterTLS(certificate: "/etc/portkit/node.pem",
