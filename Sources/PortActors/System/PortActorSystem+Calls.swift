@@ -13,8 +13,11 @@ extension PortActorSystem {
         let (reply, address) = try await request(actor.id, target: target, invocation: &invocation)
         let body = try replyBody(reply, from: address)
         guard body.status == .value else { throw PortActorError.decoding("a result was expected from \(address)") }
+        let decoder = decoder(for: reply)
+        // Descriptors the result did not take are closed: nobody else will.
+        defer { decoder.attachments.closeUnclaimed() }
         do {
-            return try decoder(for: reply).decode(Res.self, from: Array(body.rest))
+            return try decoder.decode(Res.self, from: Array(body.rest))
         } catch let error as PortActorError {
             throw error
         } catch {
