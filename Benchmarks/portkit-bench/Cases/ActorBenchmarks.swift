@@ -10,7 +10,10 @@ import PortMessaging
 /// when it is local (the hop to its permanent thread and back).
 enum ActorBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
-        [call(count: scale.count(2000, quick: 100))]
+        let call = call(count: scale.count(2000, quick: 100))
+        // The same with every thread of the process on one CPU: the code's cost without
+        // the other CPU's wake-ups, reproducibly.
+        return [call, call.pinned(.together, as: "actors.call-same-cpu")]
     }
 
     /// About the bytes of an `actors.call` request (its envelope: call id, actor id, the

@@ -21,9 +21,10 @@ extension PortActorSystem {
         }
     }
 
-    /// Starts a call: decodes its envelope and, in a task started here and now, its
-    /// arguments, and enqueues it on the actor's executor before returning, so calls start
-    /// in the order they arrive.
+    /// Starts a call: decodes its envelope and starts a task that decodes its arguments and
+    /// runs it. Each call's task is queued on the same serial executor (the actor's thread,
+    /// else the system's) in arrival order, and takes the same steps to the actor, so calls
+    /// reach the actor in the order they arrive.
     private func serve(_ message: Message, _ bytes: [UInt8], reply: PendingReply?) {
         let handler = PortResultHandler(reply: reply, system: self)
         let envelope: CallEnvelope
@@ -44,9 +45,12 @@ extension PortActorSystem {
         let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
         let target = envelope.target
-        // Runs here until its first suspension: the hop onto the actor's executor, which
-        // enqueues the call there (or runs it now, for an idle default actor).
-        let task = Task.immediate {
+        // The call's task prefers the actor's thread (else the system's): its first job is
+        // queued there now, in arrival order, and its nonisolated parts (decoding the
+        // arguments, sending the reply) run there too, never on the shared pool, so a call
+        // to an actor on this loop's thread costs no other thread's wake-up.
+        let preferred = state.withLock { $0.threads[envelope.actorID] } ?? thread
+        let task = Task(executorPreference: preferred) {
             await self.run(target, on: actor, decoder, handler)
             attachments.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }

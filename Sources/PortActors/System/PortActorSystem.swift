@@ -11,8 +11,8 @@ import Synchronization
 ///
 /// A system is one `ReceivePort` scheduled on a `PermanentThread`'s loop. A call to one of
 /// its actors arrives there as a request (or, for a `Void`, non-throwing target, as a
-/// one-way message); the port's handler decodes which actor and target, and starts the
-/// call in a task that enqueues it on the actor's executor before the handler returns, so
+/// one-way message); the port's handler decodes which actor and target, and queues the
+/// call's task on the actor's thread (else the system's) before it takes the next, so
 /// calls from one caller start in the order they were made. The reply goes back through
 /// the request's `PendingReply` when the call ends. See docs/ACTORS.md.
 ///
