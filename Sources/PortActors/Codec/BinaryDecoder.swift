@@ -3,13 +3,17 @@ import PortMessaging
 /// Decodes `Decodable` values from PortActors' binary layout (`BinaryValue`), finding the
 /// ports and descriptors they name among the message's components.
 struct BinaryDecoder {
-    /// What the decoded values' `init(from:)` find in `userInfo`.
-    var userInfo: [CodingUserInfoKey: Any] = [:]
+    /// What the decoded values' `init(from:)` find in `userInfo`: the attachment table, and
+    /// the actor system (made once per decoder, not per value).
+    let userInfo: [CodingUserInfoKey: Any]
     /// The received message's ports and descriptors.
     let attachments: AttachmentTable
 
-    init(attachments: AttachmentTable = AttachmentTable()) {
+    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
+        var userInfo: [CodingUserInfoKey: Any] = [.portActorAttachments: attachments]
+        if let system { userInfo[.actorSystemKey] = system }
+        self.userInfo = userInfo
     }
 
     /// Decodes a `T` from `bytes`, which must hold exactly one value.
@@ -25,9 +29,7 @@ struct BinaryDecoder {
         if let primitive = T.self as? any BinaryPrimitive.Type {
             return try primitive.init(binary: value) as! T
         }
-        var info = userInfo
-        info[.portActorAttachments] = attachments
-        return try T(from: NodeDecoder(value: value, userInfo: info, codingPath: []))
+        return try T(from: NodeDecoder(value: value, userInfo: userInfo, codingPath: []))
     }
 }
 

@@ -3,13 +3,17 @@ import PortMessaging
 /// Encodes `Encodable` values in PortActors' binary layout (`BinaryValue`), setting the
 /// ports and descriptors they carry aside as message components.
 struct BinaryEncoder {
-    /// What the encoded values' `encode(to:)` find in `userInfo`.
-    var userInfo: [CodingUserInfoKey: Any] = [:]
+    /// What the encoded values' `encode(to:)` find in `userInfo`: the attachment table, and
+    /// the actor system (made once per encoder, not per value).
+    let userInfo: [CodingUserInfoKey: Any]
     /// Where ports and descriptors met while encoding go; a value names one by its index.
     let attachments: AttachmentTable
 
-    init(attachments: AttachmentTable = AttachmentTable()) {
+    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
+        var userInfo: [CodingUserInfoKey: Any] = [.portActorAttachments: attachments]
+        if let system { userInfo[.actorSystemKey] = system }
+        self.userInfo = userInfo
     }
 
     /// The bytes of `value`.
@@ -26,9 +30,7 @@ struct BinaryEncoder {
             return
         }
         let node = EncodingNode()
-        var info = userInfo
-        info[.portActorAttachments] = attachments
-        try value.encode(to: NodeEncoder(node: node, userInfo: info, codingPath: []))
+        try value.encode(to: NodeEncoder(node: node, userInfo: userInfo, codingPath: []))
         node.finish().write(to: &out)
     }
 }

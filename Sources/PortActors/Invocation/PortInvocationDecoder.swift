@@ -15,9 +15,7 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
     init(envelope: CallEnvelope, attachments: AttachmentTable, system: PortActorSystem) {
         substitutions = envelope.substitutions
         arguments = envelope.arguments
-        var decoder = BinaryDecoder(attachments: attachments)
-        decoder.userInfo[.actorSystemKey] = system
-        self.decoder = decoder
+        decoder = BinaryDecoder(attachments: attachments, system: system)
     }
 
     /// The generic substitutions, as types of this process.

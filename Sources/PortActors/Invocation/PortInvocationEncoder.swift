@@ -13,9 +13,7 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
     let encoder: BinaryEncoder
 
     init(system: PortActorSystem) {
-        var encoder = BinaryEncoder()
-        encoder.userInfo[.actorSystemKey] = system
-        self.encoder = encoder
+        encoder = BinaryEncoder(system: system)
     }
 
     /// The ports and descriptors the arguments carry, in order.

@@ -14,8 +14,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
     /// Sends the value back.
     public func onReturn<Success: Codable>(value: Success) async throws {
         guard let reply else { return }
-        var encoder = BinaryEncoder()
-        encoder.userInfo[.actorSystemKey] = system
+        let encoder = BinaryEncoder(system: system)
         var body: [UInt8] = [ReplyStatus.value.rawValue]
         do {
             try encoder.encode(value, into: &body)
@@ -41,8 +40,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         if let codable = error as? any (Error & Encodable), let type = _mangledTypeName(Swift.type(of: codable)) {
             var body: [UInt8] = [ReplyStatus.codableError.rawValue]
             BinaryValue.writeString(type, to: &body)
-            var encoder = BinaryEncoder()
-            encoder.userInfo[.actorSystemKey] = system
+            let encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
                 return send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
             }

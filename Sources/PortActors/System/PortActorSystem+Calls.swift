@@ -98,8 +98,7 @@ extension PortActorSystem {
             let type = try reader.string()
             if let errorType = _typeByName(type) as? any (Error & Decodable).Type {
                 let table = AttachmentTable(incoming: Array(reply.components.dropFirst()))
-                var decoder = BinaryDecoder(attachments: table)
-                decoder.userInfo[.actorSystemKey] = self
+                let decoder = BinaryDecoder(attachments: table, system: self)
                 throw try Self.decodeError(errorType, Array(bytes[reader.offset...]), decoder)
             }
             reply.closeDescriptors()
@@ -122,9 +121,7 @@ extension PortActorSystem {
     }
 
     private func decoder(for reply: Message) -> BinaryDecoder {
-        var decoder = BinaryDecoder(attachments: AttachmentTable(incoming: Array(reply.components.dropFirst())))
-        decoder.userInfo[.actorSystemKey] = self
-        return decoder
+        BinaryDecoder(attachments: AttachmentTable(incoming: Array(reply.components.dropFirst())), system: self)
     }
 }
 
