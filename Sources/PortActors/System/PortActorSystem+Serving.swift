@@ -45,12 +45,13 @@ extension PortActorSystem {
         let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
         let target = envelope.target
-        // The call's task prefers the actor's thread (else the system's): its first job is
-        // queued there now, in arrival order, and its nonisolated parts (decoding the
-        // arguments, sending the reply) run there too, never on the shared pool, so a call
-        // to an actor on this loop's thread costs no other thread's wake-up.
+        // The call's task prefers the actor's thread (else the system's): when that is this
+        // loop's thread it starts right here, up to its hop onto the actor; else its first
+        // job is queued there now. Either way calls start in arrival order, and the task's
+        // nonisolated parts (decoding the arguments, sending the reply) run on that thread,
+        // never on the shared pool: a call to an actor on this loop's thread wakes no other.
         let preferred = state.withLock { $0.threads[envelope.actorID] } ?? thread
-        let task = Task(executorPreference: preferred) {
+        let task = Task.immediate(executorPreference: preferred) {
             await self.run(target, on: actor, decoder, handler)
             attachments.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }
