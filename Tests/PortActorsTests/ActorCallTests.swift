@@ -66,6 +66,15 @@ struct ActorCallTests {
         await #expect(throws: NameServerError.nameTaken(name: "worker", ownerPID: child.pid)) {
             try await system.register(local, as: "worker")
         }
+        await #expect(throws: NameServerError.invalidName(name: "two words", reason: .whitespace)) {
+            try await system.register(local, as: "two words")
+        }
+        await #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) {
+            _ = try await system.resolve(name: "a/b", as: Worker.self)
+        }
+        // A refused name leaves nothing behind: the actor takes a good one.
+        try await system.register(local, as: "local-worker")
+        #expect(try await system.resolve(name: "local-worker", as: Worker.self) === local)
         // A plain port under a name is no actor.
         let plainClient = try NameServerClient.blockingConnect(to: names.address)
         defer { plainClient.close() }
