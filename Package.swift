@@ -11,12 +11,14 @@ let package = Package(
         .library(name: "PortMessaging", targets: ["PortMessaging"]),
         .library(name: "NamedPortServer", targets: ["NamedPortServer"]),
         .library(name: "PortCluster", targets: ["PortCluster"]),
+        .library(name: "PortActors", targets: ["PortActors"]),
         .executable(name: "portkit-demo", targets: ["portkit-demo"]),
         .executable(name: "port-thread-checkin", targets: ["port-thread-checkin"]),
         .executable(name: "port-child-checkin", targets: ["port-child-checkin"]),
         .executable(name: "portkit-bench", targets: ["portkit-bench"]),
         .executable(name: "portnamed", targets: ["portnamed"]),
         .executable(name: "portname", targets: ["portname"]),
+        .executable(name: "distributed-actors", targets: ["distributed-actors"]),
     ],
     targets: [
         // Layers 1–4: System, Poller, run loop, permanent thread.
@@ -29,6 +31,8 @@ let package = Package(
         .target(name: "NamedPortServer", dependencies: ["PortMessaging", "CPortKitSystem"], swiftSettings: strict),
         // Layer 7 (opt-in): names across hosts, on an etcd directory.
         .target(name: "PortCluster", dependencies: ["NamedPortServer", "COpenSSL"], swiftSettings: strict),
+        // Layer 8 (opt-in): distributed actors over ports, found by name.
+        .target(name: "PortActors", dependencies: ["NamedPortServer"], swiftSettings: strict),
         // OpenSSL, for the cluster layer's TLS only (PortMessaging never links it).
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
@@ -47,7 +51,7 @@ let package = Package(
             path: "Examples/port-child-checkin", swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "CPortKitSystem"],
+            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
 
@@ -65,6 +69,10 @@ let package = Package(
         .executableTarget(
             name: "cluster-two-nodes", dependencies: ["PortCluster"],
             path: "Examples/Cluster", swiftSettings: strict),
+        // A distributed actor on a permanent thread in one process, called by name from another.
+        .executableTarget(
+            name: "distributed-actors", dependencies: ["PortActors"],
+            path: "Examples/DistributedActors", swiftSettings: strict),
         // A CFMessagePort-style local port and a client of it, as two programs.
         .executableTarget(
             name: "message-port-server", dependencies: ["PortMessaging"],
@@ -76,7 +84,7 @@ let package = Package(
         // Every Swift snippet of the docs, compiled (scripts/doc-snippets.py writes it): README's
         // in order as a program that a test runs, the others as functions.
         .executableTarget(
-            name: "doc-snippets", dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster"],
+            name: "doc-snippets", dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors"],
             path: "Tests/DocSnippets", swiftSettings: strict),
 
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
@@ -84,6 +92,16 @@ let package = Package(
             name: "portkit-test-helper",
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortKitTestSupport"],
             path: "Tests/TestHelper",
+            swiftSettings: strict),
+
+        // The child processes of the actor tests: actor systems the tests call, kill and restart.
+        .executableTarget(
+            name: "portactors-test-helper", dependencies: ["PortActors", "PortActorsTestActors"],
+            path: "Tests/ActorsTestHelper", swiftSettings: strict),
+        // The distributed actors the actor tests and their child processes share (a target's
+        // identifier names its module, so caller and callee must use the same one).
+        .target(
+            name: "PortActorsTestActors", dependencies: ["PortActors"], path: "Tests/ActorsTestActors",
             swiftSettings: strict),
 
         // What the test targets share: loop threads, waiting with deadlines, child processes.
@@ -110,6 +128,14 @@ let package = Package(
             dependencies: [
                 "PortCluster", "PermanentThread", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portname",
                 "cluster-two-nodes",
+            ],
+            swiftSettings: strict),
+        .testTarget(
+            name: "PortActorsTests",
+            dependencies: [
+                "PortActors", "PortActorsTestActors", "PortCluster", "PortKitTestSupport", "portkit-test-helper",
+                "portactors-test-helper", "portnamed",
+                "distributed-actors",
             ],
             swiftSettings: strict),
     ]

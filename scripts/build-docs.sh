@@ -10,10 +10,11 @@ cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
 out="${1:-.build/docs}"
-modules=(PermanentThread PortMessaging NamedPortServer PortCluster)
+modules=(PermanentThread PortMessaging NamedPortServer PortCluster PortActors)
 triple="$(uname -m)-unknown-linux-gnu"
 
 swift build --target NamedPortServer --target PortCluster
+swift build --target PortActors
 bin="$(swift build --show-bin-path)"
 
 rm -rf "$out"

@@ -376,8 +376,9 @@ final class NameFixture: Sendable {
     private let port: ReceivePort
     private let loop: PortKitLoopThread
 
-    /// Starts the server with `policy` and registers `name`.
-    init(policy: NameServerPolicy = NameServerPolicy()) throws {
+    /// Starts the server with `policy` and registers `name`, whose port answers with the
+    /// request's bytes, or with `replySize` bytes if given.
+    init(policy: NameServerPolicy = NameServerPolicy(), replySize: Int? = nil) throws {
         var template = Array("/tmp/portkit-bench-XXXXXX".utf8CString)
         guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
             throw BenchmarkError.lastSystemError("mkdtemp")
@@ -387,7 +388,8 @@ final class NameFixture: Sendable {
         server = try NameServer.start(at: address, policy: policy)
         loop = try PortKitLoopThread(name: "bench-names")
         port = ReceivePort()
-        try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: request.bytes) }
+        let reply = replySize.map { [UInt8](repeating: 1, count: $0) }
+        try port.schedule(on: loop.loop) { request in Message(id: request.id, bytes: reply ?? request.bytes) }
         owner = try NameServerClient.blockingConnect(to: address)
         try owner.blockingRegister(name, port: port)
     }

@@ -11,6 +11,7 @@ enum BenchmarkRegistry {
             NameBenchmarks.self,
             ScaleBenchmarks.self,
             ClusterBenchmarks.self,
+            ActorBenchmarks.self,
         ]
     }
 

@@ -1,0 +1,47 @@
+import Distributed
+import PortMessaging
+
+/// Reads a received call's generic substitutions and arguments back for
+/// `PortActorSystem`, finding their ports and descriptors among the message's components.
+public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
+    /// Arguments and results are `Codable`.
+    public typealias SerializationRequirement = any Codable
+
+    let substitutions: [String]
+    let arguments: [[UInt8]]
+    let decoder: BinaryDecoder
+    private var next = 0
+
+    init(envelope: CallEnvelope, attachments: AttachmentTable, system: PortActorSystem) {
+        substitutions = envelope.substitutions
+        arguments = envelope.arguments
+        decoder = BinaryDecoder(attachments: attachments, system: system)
+    }
+
+    /// The generic substitutions, as types of this process.
+    public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
+        try substitutions.map { name in
+            guard let type = _typeByName(name) else { throw PortActorError.invocationFailed("unknown type \(name)") }
+            return type
+        }
+    }
+
+    /// Decodes the next argument.
+    public mutating func decodeNextArgument<Argument: Codable>() throws -> Argument {
+        guard next < arguments.count else { throw PortActorError.invocationFailed("fewer arguments than the target takes") }
+        defer { next += 1 }
+        do {
+            return try decoder.decode(Argument.self, from: arguments[next])
+        } catch let error as PortActorError {
+            throw error
+        } catch {
+            throw PortActorError.decoding("argument \(next) as \(Argument.self): \(error)")
+        }
+    }
+
+    /// Not recorded: the target says it.
+    public mutating func decodeErrorType() throws -> Any.Type? { nil }
+
+    /// Not recorded: the target says it.
+    public mutating func decodeReturnType() throws -> Any.Type? { nil }
+}

@@ -1,0 +1,47 @@
+import Distributed
+import PortMessaging
+
+/// Records a distributed call's generic substitutions and arguments for
+/// `PortActorSystem`: each argument is encoded at once in PortActors' binary layout, its
+/// ports and descriptors set aside as components of the call's message.
+public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
+    /// Arguments and results are `Codable`.
+    public typealias SerializationRequirement = any Codable
+
+    var substitutions: [String] = []
+    var arguments: [[UInt8]] = []
+    let encoder: BinaryEncoder
+
+    init(system: PortActorSystem) {
+        encoder = BinaryEncoder(system: system)
+    }
+
+    /// The ports and descriptors the arguments carry, in order.
+    var attachments: [MessageComponent] { encoder.attachments.outgoing }
+
+    /// Records a generic substitution by its mangled name.
+    public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {
+        guard let name = _mangledTypeName(T.self) else { throw PortActorError.encoding("\(T.self) has no mangled name") }
+        substitutions.append(name)
+    }
+
+    /// Encodes an argument.
+    public mutating func recordArgument<Value: Codable>(_ argument: RemoteCallArgument<Value>) throws {
+        do {
+            arguments.append(try encoder.encode(argument.value))
+        } catch let error as PortActorError {
+            throw error
+        } catch {
+            throw PortActorError.encoding("argument '\(argument.effectiveLabel)': \(error)")
+        }
+    }
+
+    /// Nothing to record: the target's identifier says it.
+    public mutating func recordErrorType<E: Error>(_ type: E.Type) throws {}
+
+    /// Nothing to record: the target's identifier says it.
+    public mutating func recordReturnType<R: Codable>(_ type: R.Type) throws {}
+
+    /// Ends the recording.
+    public mutating func doneRecording() throws {}
+}

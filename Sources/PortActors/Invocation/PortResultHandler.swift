@@ -1,0 +1,72 @@
+import Distributed
+import PortMessaging
+
+/// Sends a distributed call's outcome back to its caller, as the reply to its request: the
+/// value it returned, or the error it threw (itself if `Codable`, else its type's name and
+/// description). A one-way call's outcome goes nowhere.
+public struct PortResultHandler: DistributedTargetInvocationResultHandler {
+    /// Arguments and results are `Codable`.
+    public typealias SerializationRequirement = any Codable
+
+    let reply: PendingReply?
+    let system: PortActorSystem
+
+    /// Sends the value back.
+    public func onReturn<Success: Codable>(value: Success) async throws {
+        guard let reply else { return }
+        let encoder = BinaryEncoder(system: system)
+        var body: [UInt8] = [ReplyStatus.value.rawValue]
+        do {
+            try encoder.encode(value, into: &body)
+        } catch {
+            return fail("the result does not encode: \(error)")
+        }
+        send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+    }
+
+    /// Tells the caller the call returned.
+    public func onReturnVoid() async throws {
+        guard let reply else { return }
+        send(Message(id: reply.requestID, bytes: [ReplyStatus.void.rawValue]), on: reply)
+    }
+
+    /// Sends the thrown error back.
+    public func onThrow<Err: Error>(error: Err) async throws {
+        guard let reply else { return }
+        if let failure = error as? PortActorError {
+            // The system's own failure to run the call (an argument that does not decode).
+            return fail(failure.description)
+        }
+        if let codable = error as? any (Error & Encodable), let type = _mangledTypeName(Swift.type(of: codable)) {
+            var body: [UInt8] = [ReplyStatus.codableError.rawValue]
+            BinaryValue.writeString(type, to: &body)
+            let encoder = BinaryEncoder(system: system)
+            if (try? encoder.encode(codable, into: &body)) != nil {
+                return send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+            }
+        }
+        var body: [UInt8] = [ReplyStatus.otherError.rawValue]
+        BinaryValue.writeString(String(reflecting: Swift.type(of: error as Any)), to: &body)
+        BinaryValue.writeString(String(describing: error), to: &body)
+        send(Message(id: reply.requestID, bytes: body), on: reply)
+    }
+
+    /// Tells the caller the system could not run the call.
+    func fail(_ reason: String) {
+        guard let reply else { return }
+        var body: [UInt8] = [ReplyStatus.failed.rawValue]
+        BinaryValue.writeString(reason, to: &body)
+        send(Message(id: reply.requestID, bytes: body), on: reply)
+    }
+
+    private func send(_ message: Message, on reply: PendingReply) {
+        do {
+            try reply.answer(message)
+        } catch {
+            // What cannot travel (too large, a port that cannot cross) still ends the wait.
+            var body: [UInt8] = [ReplyStatus.failed.rawValue]
+            BinaryValue.writeString("the reply could not be sent: \(error)", to: &body)
+            reply.reply(Message(id: reply.requestID, bytes: body))
+        }
+    }
+}

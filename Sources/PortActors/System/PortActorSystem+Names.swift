@@ -1,0 +1,158 @@
+import Distributed
+import NamedPortServer
+import PortMessaging
+
+extension PortActorSystem {
+    /// Registers `actor` under `name`: `resolve(name:)` from any process of the host (and,
+    /// with `.cluster` scope at a cluster's node, from other nodes) reaches it. The name
+    /// keeps the actor alive until `unregister`, `shutDown` or the process's end; with a
+    /// reconnecting name server client it is registered again after a server restart.
+    /// - Returns: the registration, whose `state` says whether the name is held.
+    /// - Throws: `NameServerError` as `NameServerClient.register` throws it (`nameTaken`,
+    ///   `nameTakenElsewhere`, `invalidName`, `permissionDenied`, ...; `nameTaken` too for
+    ///   a name this system holds for another actor); `PortActorError.noNameServer`, or
+    ///   `unknownActor` for an actor not of this system.
+    @discardableResult
+    public func register<Act: DistributedActor>(
+        _ actor: Act, as name: String, scope: NameScope = .host
+    ) async throws -> NameRegistration where Act.ID == ActorAddress {
+        let names = try claim(actor, name)
+        do {
+            return try await names.register(name, port: port, scope: scope)
+        } catch {
+            release(name)
+            throw error
+        }
+    }
+
+    /// Registers `actor` under `name`, as `register(_:as:scope:)` does, blocking the
+    /// calling thread until the server answers.
+    @discardableResult
+    public func blockingRegister<Act: DistributedActor>(
+        _ actor: Act, as name: String, scope: NameScope = .host
+    ) throws -> NameRegistration where Act.ID == ActorAddress {
+        let names = try claim(actor, name)
+        do {
+            return try names.blockingRegister(name, port: port, scope: scope)
+        } catch {
+            release(name)
+            throw error
+        }
+    }
+
+    /// Releases `name`: watchers of the actor's end by this name are told, and the actor
+    /// is no longer kept alive by it.
+    /// - Throws: `NameServerError` as `NameServerClient.unregister` throws it;
+    ///   `PortActorError.noNameServer`.
+    public func unregister(_ name: String) async throws {
+        guard let names else { throw PortActorError.noNameServer }
+        release(name)
+        try await names.unregister(name)
+    }
+
+    /// The actor registered under `name`: a remote reference whose calls go to its
+    /// process, or the actor itself if it lives in this process.
+    /// - Parameters:
+    ///   - name: the name.
+    ///   - actorType: the actor's type.
+    ///   - wait: how long to wait for the name to be registered; `nil` does not wait.
+    /// - Throws: `NameServerError` as `NameServerClient.lookup` throws it (`notFound`,
+    ///   `timedOut`, `permissionDenied`, ...); `PortActorError.notAnActor` when the name's
+    ///   port is not a `PortActorSystem`'s, `unknownActor` when it no longer holds the
+    ///   name, `peerDied`; `noNameServer`.
+    public func resolve<Act: DistributedActor>(
+        name: String, as actorType: Act.Type = Act.self, waitingUpTo wait: Duration? = nil
+    ) async throws -> Act where Act.ActorSystem == PortActorSystem {
+        try Act.resolve(id: try await connect(name, waitingUpTo: wait), using: self)
+    }
+
+    // MARK: Internals
+
+    private func claim<Act: DistributedActor>(_ actor: Act, _ name: String) throws -> NameServerClient where Act.ID == ActorAddress {
+        guard let names else { throw PortActorError.noNameServer }
+        try state.withLock { state throws in
+            guard actor.id.isInThisProcess, state.locals[actor.id.id] != nil else { throw PortActorError.unknownActor(actor.id) }
+            if let holder = state.named[name], holder != actor.id.id { throw NameServerError.nameTaken(name: name, ownerPID: pid) }
+            state.named[name] = actor.id.id
+            state.locals[actor.id.id]?.retained = actor
+            state.locals[actor.id.id]?.names.insert(name)
+        }
+        return names
+    }
+
+    private func release(_ name: String) {
+        // Let go outside the lock: the actor's deinit resigns its id.
+        let released = state.withLock { state -> (any DistributedActor)? in
+            guard let id = state.named.removeValue(forKey: name) else { return nil }
+            state.locals[id]?.names.remove(name)
+            guard state.locals[id]?.names.isEmpty == true else { return nil }
+            defer { state.locals[id]?.retained = nil }
+            return state.locals[id]?.retained
+        }
+        withExtendedLifetime(released) {}
+    }
+
+    /// Looks `name` up and asks its system which actor holds it; the actor's address, with
+    /// a route to it recorded unless it lives in this process.
+    func connect(_ name: String, waitingUpTo wait: Duration? = nil) async throws -> ActorAddress {
+        guard let names else { throw PortActorError.noNameServer }
+        let port = try await names.lookup(name, waitingUpTo: wait)
+        do {
+            let node = try? await names.owner(of: name).node
+            let reply: Message
+            do {
+                reply = try await port.request(Message(id: ActorMessageKind.describe.rawValue, text: name), receiveTimeout: names.timeout)
+            } catch .noReply {
+                throw PortActorError.notAnActor(name: name)
+            } catch .cancelled {
+                throw PortActorError.cancelled
+            } catch .peerDied {
+                throw PortActorError.peerDied(ActorAddress(name: name, pid: 0, id: 0))
+            }
+            var reader = BinaryReader(reply.bytes)
+            guard reply.components.count == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
+            guard status == ReplyStatus.value.rawValue else { throw PortActorError.notAnActor(name: name) }
+            let id = try reader.fixed(UInt64.self)
+            let pid = Int32(bitPattern: try reader.fixed(UInt32.self))
+            let address = ActorAddress(name: name, node: node, pid: pid, id: id)
+            if address.isInThisProcess, localActor(id) != nil {
+                port.invalidate()
+            } else {
+                record(RemoteRoute(address: address, port: port))
+            }
+            return address
+        } catch {
+            port.invalidate()
+            throw error
+        }
+    }
+
+    /// Keeps `route` for calls to its actor, and ends it when its connection does.
+    private func record(_ route: RemoteRoute) {
+        let replaced = state.withLock { state -> RemoteRoute? in
+            if let kept = state.routes[route.address], !kept.hasEnded { return route }
+            state.routes[route.address] = route
+            return nil
+        }
+        // A route to the same actor that still works is kept: the new connection goes.
+        if let replaced { return replaced.port.invalidate() }
+        try? route.port.onInvalidation(on: loop) { [weak route] _ in route?.ended() }
+    }
+
+    /// The route calls to `id` take: the one recorded, else one found by its name.
+    /// - Throws: `PortActorError.peerDied` when the actor's process has gone (or its name
+    ///   now leads to another actor), `unknownActor` for an address with no route and no
+    ///   name, and what a lookup throws.
+    func route(to id: ActorAddress) async throws -> RemoteRoute {
+        let (route, shutDown) = state.withLock { ($0.routes[id], $0.isShutDown) }
+        if shutDown { throw PortActorError.systemShutDown }
+        if let route {
+            guard !route.hasEnded else { throw PortActorError.peerDied(route.address) }
+            return route
+        }
+        guard let name = id.name, names != nil else { throw PortActorError.unknownActor(id) }
+        let found = try await connect(name)
+        guard found == id, let route = state.withLock({ $0.routes[id] }) else { throw PortActorError.peerDied(id) }
+        return route
+    }
+}
