@@ -7,7 +7,9 @@ import Testing
 
 /// `portnamed` gives back the memory of clients that have left: a crowd of clients that
 /// comes and goes leaves it near the size it had before, not at its peak.
-@Suite("portnamed: memory after clients leave")
+@Suite(
+    "portnamed: memory after clients leave",
+    .enabled(if: !Sanitizer.isActive, "a sanitizer's allocator keeps freed memory and ignores malloc_trim"))
 struct DaemonMemoryTests {
     /// `pid`'s resident set in KiB (`VmRSS`).
     private func residentKiB(_ pid: pid_t) throws -> Int {
