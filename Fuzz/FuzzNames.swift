@@ -40,12 +40,12 @@ private func makeHarness() -> Harness {
     let policy = NameServerPolicy(maxNamesPerConnection: 4, maxWatchesPerConnection: 4, maxWaitingLookupsPerConnection: 4)
     do {
         let server = try NameServer.start(at: address, policy: policy)
-        let control = try NameServerClient.connect(to: address)
+        let control = try NameServerClient.blockingConnect(to: address)
         let portThread = PermanentThread(name: "fuzz.port")
         try portThread.run()
         let port = ReceivePort()
         try port.schedule(on: portThread.loop!) { request in request }
-        try control.register("fuzz.owner", port: port)
+        try control.blockingRegister("fuzz.owner", port: port)
         return Harness(
             server: server, control: control, portThread: portThread, address: address, baseline: try server.counts())
     } catch {
@@ -207,7 +207,7 @@ private func checkServer(_ bytes: [UInt8], cut: Int, descriptors: Int, _ state: 
     state.inputs += 1
     guard state.inputs % 64 == 0 else { return }
     do {
-        invariant(try state.control.owner(of: "fuzz.owner").pid == getpid(), "the control name changed owner")
+        invariant(try state.control.blockingOwner(of: "fuzz.owner").pid == getpid(), "the control name changed owner")
     } catch {
         fatalError("the server stopped answering: \(error)")
     }
