@@ -10,11 +10,9 @@ import Testing
 @Suite("Actor calls across processes", .serialized)
 struct ActorCallTests {
     @Test func aResolvedActorIsCalledInItsProcessOnItsThread() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (child, system) = (served.child, served.system)
 
         let worker = try await system.resolve(name: "worker", as: Worker.self)
         #expect(worker.id.name == "worker")
@@ -29,11 +27,9 @@ struct ActorCallTests {
     }
 
     @Test func thrownErrorsComeBackAsThemselvesOrNamed() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (child, system) = (served.child, served.system)
         let worker = try await system.resolve(name: "worker", as: Worker.self)
 
         await #expect(throws: Refusal(reason: "not today")) { try await worker.refuse("not today") }
@@ -50,11 +46,9 @@ struct ActorCallTests {
     }
 
     @Test func namesThatAreMissingTakenOrNotActorsGiveTypedErrors() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (names, child, system) = (served.names, served.child, served.system)
 
         await #expect(throws: NameServerError.notFound(name: "nobody")) {
             _ = try await system.resolve(name: "nobody", as: Worker.self)
@@ -114,11 +108,9 @@ struct ActorCallTests {
     }
 
     @Test func aFileDescriptorArgumentIsUsableOnTheOtherSide() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (names, system) = (served.names, served.system)
         let worker = try await system.resolve(name: "worker", as: Worker.self)
 
         let path = names.directory.path + "/passed.txt"
@@ -132,11 +124,9 @@ struct ActorCallTests {
     }
 
     @Test func aSendPortArgumentReachesItsReceivePort() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let system = served.system
         let worker = try await system.resolve(name: "worker", as: Worker.self)
 
         let thread = PermanentThread(name: "test-port")

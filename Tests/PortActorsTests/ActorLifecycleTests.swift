@@ -10,11 +10,9 @@ import Testing
 @Suite("Actor lifecycle across processes", .serialized)
 struct ActorLifecycleTests {
     @Test func aCallerGetsPeerDiedWhenTheActorsProcessIsKilledMidCall() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (child, system) = (served.child, served.system)
         let worker = try await system.resolve(name: "worker", as: Worker.self)
         let ended = Locked<ActorAddress?>(nil)
         try system.whenTerminated(worker) { address in ended.withLock { $0 = address } }
@@ -31,11 +29,9 @@ struct ActorLifecycleTests {
     }
 
     @Test func aCancelledCallReturnsAtOnceAndTheRemoteTaskIsCancelled() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (child, system) = (served.child, served.system)
         let worker = try await system.resolve(name: "worker", as: Worker.self)
 
         let call = Task { try await worker.wait(seconds: 600) }
@@ -55,11 +51,9 @@ struct ActorLifecycleTests {
 
     @Test(arguments: ["thread", "default"])
     func callsFromOneCallerRunInTheOrderMade(executor: String) async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let system = served.system
         let count = 10_000
         let values: [Int]
         if executor == "thread" {
@@ -81,11 +75,9 @@ struct ActorLifecycleTests {
     }
 
     @Test func anActorsEndIsToldWhenItsNameIsReleased() async throws {
-        let names = try TestNames()
-        let child = try startActorProcess(names.address, "worker")
-        defer { child.kill() }
-        let system = try names.system()
-        defer { system.shutDown() }
+        let served = try ServedActorProcess("worker")
+        defer { served.stop() }
+        let (names, child, system) = (served.names, served.child, served.system)
         let worker = try await system.resolve(name: "worker", as: Worker.self)
 
         let ended = Task { try await system.terminated(worker) }

@@ -23,6 +23,31 @@ final class TestNames {
     deinit { server.stop() }
 }
 
+/// A name server of the test's process, a child (`portactors-test-helper`) serving an
+/// actor under a name there, and a system of the test's process to call it from; `stop()`
+/// shuts the system down and kills the child.
+final class ServedActorProcess {
+    let names: TestNames
+    let child: SpawnedProcess
+    let system: PortActorSystem
+
+    init(_ name: String) throws {
+        names = try TestNames()
+        child = try startActorProcess(names.address, name)
+        do {
+            system = try names.system()
+        } catch {
+            child.kill()
+            throw error
+        }
+    }
+
+    func stop() {
+        system.shutDown()
+        child.kill()
+    }
+}
+
 /// Starts `portactors-test-helper serve ADDRESS NAME` and waits until it serves.
 func startActorProcess(_ address: String, _ name: String, _ options: [String] = []) throws -> SpawnedProcess {
     let child = try SpawnedProcess.spawn(SpawnedProcess.product("portactors-test-helper"), ["serve", address, name] + options)

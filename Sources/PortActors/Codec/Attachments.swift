@@ -41,6 +41,14 @@ final class AttachmentTable {
         return fd
     }
 
+    /// The `userInfo` of an encoder or a decoder that uses this table (and, when given,
+    /// `system`, for actor references): made once per coder, not per value.
+    func userInfo(system: PortActorSystem?) -> [CodingUserInfoKey: Any] {
+        var userInfo: [CodingUserInfoKey: Any] = [.portActorAttachments: self]
+        if let system { userInfo[.actorSystemKey] = system }
+        return userInfo
+    }
+
     /// Closes the received descriptors no value took: nobody else will.
     func closeUnclaimed() {
         for (index, component) in incoming.enumerated() where !claimed.contains(index) {

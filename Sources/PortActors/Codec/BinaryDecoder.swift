@@ -11,9 +11,7 @@ struct BinaryDecoder {
 
     init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
-        var userInfo: [CodingUserInfoKey: Any] = [.portActorAttachments: attachments]
-        if let system { userInfo[.actorSystemKey] = system }
-        self.userInfo = userInfo
+        userInfo = attachments.userInfo(system: system)
     }
 
     /// Decodes a `T` from `bytes`, which must hold exactly one value.

@@ -11,9 +11,7 @@ struct BinaryEncoder {
 
     init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
-        var userInfo: [CodingUserInfoKey: Any] = [.portActorAttachments: attachments]
-        if let system { userInfo[.actorSystemKey] = system }
-        self.userInfo = userInfo
+        userInfo = attachments.userInfo(system: system)
     }
 
     /// The bytes of `value`.
