@@ -84,15 +84,7 @@ final class DBusBrokerProcess: IdleServer {
 
     /// Connects `count` raw D-Bus clients, each answered its hello.
     func connectIdle(_ count: Int) throws -> IdleClients {
-        var clients: [RawDBusClient] = []
-        clients.reserveCapacity(count)
-        do {
-            for _ in 0..<count { clients.append(try RawDBusClient(connectingTo: busPath)) }
-        } catch {
-            for client in clients { client.close() }
-            throw error
-        }
-        return IdleClients(count: count) { for client in clients { client.close() } }
+        try IdleClients.connecting(count, { try RawDBusClient(connectingTo: busPath) }, closing: { $0.close() })
     }
 
     /// Counts the bus socket's accepted connections until they are the launcher's and `count`

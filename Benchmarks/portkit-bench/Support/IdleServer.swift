@@ -26,6 +26,21 @@ struct IdleClients {
     let count: Int
     /// Closes them all (the server then sees them go).
     let close: () -> Void
+
+    /// Makes `count` clients with `connect`, closing the ones made if one fails.
+    static func connecting<Client>(
+        _ count: Int, _ connect: () throws -> Client, closing close: @escaping (Client) -> Void
+    ) throws -> IdleClients {
+        var clients: [Client] = []
+        clients.reserveCapacity(count)
+        do {
+            for _ in 0..<count { clients.append(try connect()) }
+        } catch {
+            for client in clients { close(client) }
+            throw error
+        }
+        return IdleClients(count: count) { for client in clients { close(client) } }
+    }
 }
 
 /// What the bench reads of another process in `/proc`.

@@ -56,19 +56,16 @@ final class PortnamedProcess: IdleServer {
     /// Connects `count` clients with `NameServerClient.blockingConnect(to:)`, each of which
     /// lists the names once, so that its hello has been answered.
     func connectIdle(_ count: Int) throws -> IdleClients {
-        var clients: [NameServerClient] = []
-        clients.reserveCapacity(count)
-        do {
-            for _ in 0..<count {
-                let client = try NameServerClient.blockingConnect(to: address)
-                clients.append(client)
+        try IdleClients.connecting(count, {
+            let client = try NameServerClient.blockingConnect(to: address)
+            do {
                 _ = try client.blockingList()
+            } catch {
+                client.close()
+                throw error
             }
-        } catch {
-            for client in clients { client.close() }
-            throw error
-        }
-        return IdleClients(count: count) { for client in clients { client.close() } }
+            return client
+        }, closing: { $0.close() })
     }
 
     /// Asks the server's status until it counts `count` client connections besides the
