@@ -2,9 +2,14 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include "CPortKitSystem.h"
 
 int portkit_gettid(void) { return (int)gettid(); }
+
+int portkit_ppoll(struct pollfd *fds, unsigned long count, const struct timespec *timeout) {
+    return ppoll(fds, (nfds_t)count, timeout, NULL);
+}
 
 int portkit_set_thread_name(const char *name) {
     char shortened[16];

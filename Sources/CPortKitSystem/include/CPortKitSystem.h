@@ -5,9 +5,12 @@
 #define CPORTKIT_SYSTEM_H
 
 #include <malloc.h>
+#ifdef __linux__
+// The Linux pollers' and the daemon's interfaces: another platform's backend brings its own.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#endif
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/types.h>
@@ -16,6 +19,11 @@
 
 /// The kernel thread id of the calling thread.
 int portkit_gettid(void);
+
+struct pollfd;
+struct timespec;
+/// ppoll(2), which needs _GNU_SOURCE: a poll with a nanosecond timeout (NULL: none).
+int portkit_ppoll(struct pollfd *fds, unsigned long count, const struct timespec *timeout);
 
 /// Sets the calling thread's name as the OS shows it (at most 15 bytes are kept).
 int portkit_set_thread_name(const char *name);
