@@ -90,7 +90,7 @@ extension ReceivePort {
                 message.replyPort ?? SendPort(connection: connection), id: message.id, sender: message.sender, handler: handler)
         case .request:
             handler.handle(message, answer: .connection(connection, sequence))
-        case .message, .reply, .adoptConnection, .limits, .noReply:
+        case .message, .reply, .adoptConnection, .limits, .noReply, .refused:
             handler.handle(message, answer: nil)
         }
     }
