@@ -27,6 +27,9 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     public let remoteIdentity: String?
     private let connected = Atomic<Bool>(true)
     private let ending: @Sendable () -> Void
+    /// Takes a pidfd of the peer's process (`ProcessHandle.peer(of:pid:)`), while the
+    /// connection is open; `nil` over TCP and pipes.
+    private let takingProcess: @Sendable () -> ProcessHandle?
     /// A message begun and not finished: since when (nanoseconds after `epoch`; 0: none),
     /// and how many bytes of it wait. Atomics, not a lock: a peer is made per connection.
     private let partialSince = Atomic<Int64>(0)
@@ -37,14 +40,20 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
 
     init(
         credentials: SenderCredentials?, remoteAddress: String? = nil, remoteIdentity: String? = nil,
-        disconnect: @escaping @Sendable () -> Void
+        process: @escaping @Sendable () -> ProcessHandle? = { nil }, disconnect: @escaping @Sendable () -> Void
     ) {
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         self.credentials = credentials
         self.remoteAddress = remoteAddress
         self.remoteIdentity = remoteIdentity
         self.ending = disconnect
+        self.takingProcess = process
     }
+
+    /// A pidfd of the peer's process, which the caller closes: what a peer requirement
+    /// reads the peer's executable through. `nil` once disconnected, over TCP or pipes, or
+    /// when the kernel gives none.
+    package func processHandle() -> ProcessHandle? { isConnected ? takingProcess() : nil }
 
     /// Whether the connection is still open.
     public var isConnected: Bool { connected.load(ordering: .acquiring) }

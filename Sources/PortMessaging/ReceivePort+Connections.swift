@@ -48,7 +48,7 @@ extension ReceivePort {
         let identity = ObjectIdentifier(connection)
         let peer = PortPeer(
             credentials: connection.remoteCredentials, remoteAddress: connection.remoteAddress,
-            remoteIdentity: connection.remoteIdentity
+            remoteIdentity: connection.remoteIdentity, process: { [weak connection] in connection?.peerProcess() }
         ) { [weak self] in
             self?.state.withLock { $0.connections[identity] }?.close(.invalidPort)
         }

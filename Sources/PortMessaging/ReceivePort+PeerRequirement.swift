@@ -42,3 +42,12 @@ extension ReceivePort {
         return true
     }
 }
+
+extension Connection {
+    /// A pidfd of the process at the other end of a socket connection (SO_PEERPIDFD, else
+    /// `pidfd_open` of its SO_PEERCRED pid); `nil` for other media or when none is given.
+    func peerProcess() -> ProcessHandle? {
+        guard case .socket(let fd) = medium, let pid = remoteCredentials?.pid else { return nil }
+        return try? usingDescriptors("SO_PEERPIDFD") { () throws(Errno) in try ProcessHandle.peer(of: fd, pid: pid) }
+    }
+}
