@@ -1,0 +1,131 @@
+import Glibc
+@testable import NamedPortServer
+import PermanentThread
+import PortKitTestSupport
+import PortMessaging
+import Testing
+
+/// Standbys: a registration queued behind a name's owner takes the name over when the
+/// owner goes, in the order the standbys queued; an owner that allowed it is replaced.
+@Suite("Standbys for a name", .serialized)
+struct StandbyTests {
+    /// A port scheduled on a thread of its own, to register.
+    private func servedPort() throws -> (ReceivePort, PermanentThread) {
+        let thread = PermanentThread(name: "standby-port")
+        try thread.run()
+        let port = ReceivePort()
+        try thread.sync { try port.schedule(on: ThreadLoop.current) { Message(id: $0.id, text: "\(getpid())") } }
+        return (port, thread)
+    }
+
+    private func serve(_ address: String, _ name: String, _ options: [String]) throws -> SpawnedProcess {
+        try SpawnedProcess.spawn(ChildProcessPaths.portname, ["--address", address, "serve", name] + options)
+    }
+
+    @Test func aQueuedStandbyTakesOverInTheSamePassAsTheOwnersSIGKILL() throws {
+        let directory = TestDirectory()
+        let server = try startServer(directory)
+        defer { server.kill() }
+        let names = try NameServerClient.blockingConnect(to: directory.address)
+        let watch = try names.blockingWatch(name: "hot")
+        let uid = UInt32(getuid())
+
+        let owner = try serve(directory.address, "hot", [])
+        defer { owner.kill() }
+        #expect(try owner.readLine() == "serving hot")
+        let standby = try serve(directory.address, "hot", ["--queue"])
+        defer { standby.kill() }
+        #expect(try standby.readLine() == "queued for hot")
+        #expect(try watch.next(timeout: .seconds(30)) == .appeared(NameOwner(name: "hot", pid: owner.pid, uid: uid)))
+        #expect(try names.blockingOwner(of: "hot").pid == owner.pid)
+
+        owner.signal(SIGKILL)
+        #expect(try watch.next(timeout: .seconds(30)) == .vanished(NameOwner(name: "hot", pid: owner.pid, uid: uid)))
+        // The server gave the name to the standby in the callback that released it: the
+        // very next request, no wait asked, finds the standby holding it.
+        #expect(try names.blockingOwner(of: "hot").pid == standby.pid)
+        #expect(try watch.next(timeout: .seconds(30)) == .appeared(NameOwner(name: "hot", pid: standby.pid, uid: uid)))
+        #expect(try standby.readLine() == "serving hot")
+        #expect(try owner.wait() == .signalled(SIGKILL))
+    }
+
+    @Test func standbysTakeOverInTheOrderTheyQueuedAndADeadOneLeavesTheQueue() throws {
+        let directory = TestDirectory()
+        let server = try startServer(directory)
+        defer { server.kill() }
+        let (port, thread) = try servedPort()
+        defer { thread.stop() }
+        let owner = try NameServerClient.blockingConnect(to: directory.address)
+        #expect(try owner.blockingRegister("line", port: port).state == .registered)
+
+        // The first in the queue is a process that dies while it waits.
+        let doomed = try serve(directory.address, "line", ["--queue"])
+        #expect(try doomed.readLine() == "queued for line")
+        let second = try NameServerClient.blockingConnect(to: directory.address)
+        let secondRegistration = try second.blockingRegister("line", port: port, ifTaken: .queue)
+        let third = try NameServerClient.blockingConnect(to: directory.address)
+        let thirdRegistration = try await3(third, port)
+        #expect(secondRegistration.state == .queued)
+        #expect(thirdRegistration.state == .queued)
+        doomed.signal(SIGKILL)
+        #expect(try doomed.wait() == .signalled(SIGKILL))
+        #expect(try waitFor { try counts(server).contains("connections=3") })
+
+        owner.close()
+        #expect(waitFor { secondRegistration.state == .registered })
+        #expect(thirdRegistration.state == .queued)
+        try second.blockingUnregister("line")
+        #expect(waitFor { thirdRegistration.state == .registered })
+        #expect(try third.blockingList().map(\.name) == ["line"])
+        third.close()
+        #expect(try waitFor { try counts(server).contains("names=0") })
+    }
+
+    /// The third standby registers with the async form.
+    private func await3(_ client: NameServerClient, _ port: ReceivePort) throws -> NameRegistration {
+        let result = Locked<Result<NameRegistration, NameServerError>?>(nil)
+        Task {
+            let outcome: Result<NameRegistration, NameServerError>
+            do throws(NameServerError) {
+                outcome = .success(try await client.register("line", port: port, ifTaken: .queue))
+            } catch {
+                outcome = .failure(error)
+            }
+            result.withLock { $0 = outcome }
+        }
+        #expect(waitFor { result.withLock { $0 } != nil })
+        return try #require(result.withLock { $0 }).get()
+    }
+
+    @Test func replaceTakesTheNameOnlyFromAnOwnerThatAllowedIt() throws {
+        let directory = TestDirectory()
+        let server = try startServer(directory)
+        defer { server.kill() }
+        let (port, thread) = try servedPort()
+        defer { thread.stop() }
+        let names = try NameServerClient.blockingConnect(to: directory.address)
+
+        let fixed = try serve(directory.address, "fixed", [])
+        defer { fixed.kill() }
+        #expect(try fixed.readLine() == "serving fixed")
+        #expect(throws: NameServerError.nameTaken(name: "fixed", ownerPID: fixed.pid)) {
+            try names.blockingRegister("fixed", port: port, ifTaken: .replace)
+        }
+
+        let loose = try serve(directory.address, "loose", ["--replaceable"])
+        defer { loose.kill() }
+        #expect(try loose.readLine() == "serving loose")
+        let watch = try names.blockingWatch(name: "loose")
+        let replaced = try names.blockingRegister("loose", port: port, ifTaken: .replace)
+        #expect(replaced.state == .registered)
+        let uid = UInt32(getuid())
+        #expect(watch.initialOwners == [NameOwner(name: "loose", pid: loose.pid, uid: uid)])
+        #expect(try watch.next(timeout: .seconds(30)) == .vanished(NameOwner(name: "loose", pid: loose.pid, uid: uid)))
+        #expect(try watch.next(timeout: .seconds(30)) == .appeared(NameOwner(name: "loose", pid: getpid(), uid: uid)))
+        // The replaced owner is told, and `portname serve` exits 1 saying by whom.
+        #expect(try loose.wait() == .exited(1))
+        #expect(loose.standardError().contains("'loose' was taken by process \(getpid())"))
+        let reply = try names.blockingLookup("loose").blockingRequest(Message(id: 1, text: "who"), receiveTimeout: .seconds(30))
+        #expect(reply.text == "\(getpid())")
+    }
+}
