@@ -14,11 +14,8 @@ struct NamePeerRequirementTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let thread = PermanentThread(name: "requirement-port")
-        try thread.run()
-        defer { thread.stop() }
-        let port = ReceivePort()
-        try thread.sync { try port.schedule(on: ThreadLoop.current) { Message(id: $0.id, text: "ok") } }
+        let loop = PortLoop()
+        let port = try loop.port { _ in Array("ok".utf8) }
         let portname = URL(fileURLWithPath: ChildProcessPaths.portname).resolvingSymlinksInPath().path
         let owner = try NameServerClient.blockingConnect(to: directory.address)
         try owner.blockingRegister("guarded", port: port, requiring: .sameUser.and(.executable(portname)))
@@ -54,11 +51,8 @@ struct NamePeerRequirementTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let thread = PermanentThread(name: "requirement-port")
-        try thread.run()
-        defer { thread.stop() }
-        let port = ReceivePort()
-        try thread.sync { try port.schedule(on: ThreadLoop.current) { Message(id: $0.id, text: "ok") } }
+        let loop = PortLoop()
+        let port = try loop.port { _ in Array("ok".utf8) }
         let owner = try await NameServerClient.connect(to: directory.address)
         try await owner.register("others", port: port, requiring: .uids([getuid() &+ 1]))
         try await owner.register("mine", port: port, requiring: .uids([getuid()]))

@@ -9,15 +9,6 @@ import Testing
 /// owner goes, in the order the standbys queued; an owner that allowed it is replaced.
 @Suite("Standbys for a name", .serialized)
 struct StandbyTests {
-    /// A port scheduled on a thread of its own, to register.
-    private func servedPort() throws -> (ReceivePort, PermanentThread) {
-        let thread = PermanentThread(name: "standby-port")
-        try thread.run()
-        let port = ReceivePort()
-        try thread.sync { try port.schedule(on: ThreadLoop.current) { Message(id: $0.id, text: "\(getpid())") } }
-        return (port, thread)
-    }
-
     private func serve(_ address: String, _ name: String, _ options: [String]) throws -> SpawnedProcess {
         try SpawnedProcess.spawn(ChildProcessPaths.portname, ["--address", address, "serve", name] + options)
     }
@@ -53,8 +44,8 @@ struct StandbyTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let (port, thread) = try servedPort()
-        defer { thread.stop() }
+        let loop = PortLoop()
+        let port = try loop.port { _ in Array("\(getpid())".utf8) }
         let owner = try NameServerClient.blockingConnect(to: directory.address)
         #expect(try owner.blockingRegister("line", port: port).state == .registered)
 
@@ -101,8 +92,8 @@ struct StandbyTests {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
-        let (port, thread) = try servedPort()
-        defer { thread.stop() }
+        let loop = PortLoop()
+        let port = try loop.port { _ in Array("\(getpid())".utf8) }
         let names = try NameServerClient.blockingConnect(to: directory.address)
 
         let fixed = try serve(directory.address, "fixed", [])

@@ -99,6 +99,8 @@ public final class NameRegistration: Sendable {
         self.notices = notices
     }
 
+    deinit { notices?.invalidate() }
+
     /// The register's answer: `queued` if it says so, unless the takeover's notice came
     /// first; else `otherwise` (`registeredAgain` after a reconnection; `nil`: stay).
     func settle(queued: Bool, otherwise: NameRegistrationState? = nil) {
