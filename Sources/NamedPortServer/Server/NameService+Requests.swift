@@ -189,6 +189,9 @@ extension NameService {
             guard let scope else { throw .protocolError("unknown name scope") }
             let terms: RegisterTerms
             (terms, notices) = try readTerms(&fields)
+            if scope == .cluster && (terms.ifTaken != .fail || terms.replaceable) {
+                throw .protocolError("standbys and replacement are for names of this host")
+            }
             if scope == .cluster, let holder = directory?.holder(of: name) {
                 throw .nameTakenElsewhere(name: name, node: holder.node, ownerPID: holder.pid)
             }
