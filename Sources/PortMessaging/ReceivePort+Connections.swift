@@ -48,9 +48,9 @@ extension ReceivePort {
         let identity = ObjectIdentifier(connection)
         let peer = PortPeer(
             credentials: connection.remoteCredentials, remoteAddress: connection.remoteAddress,
-            remoteIdentity: connection.remoteIdentity, process: { [weak connection] in connection?.peerProcess() }
+            remoteIdentity: connection.remoteIdentity
         ) { [weak self] in
-            self?.state.withLock { $0.connections[identity] }?.close(.invalidPort)
+            self?.state.withLock { $0.connections[identity] }
         }
         connection.attach(peer)
         connection.onClose { [weak self] reason in

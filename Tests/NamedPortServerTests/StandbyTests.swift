@@ -40,7 +40,7 @@ struct StandbyTests {
         #expect(try owner.wait() == .signalled(SIGKILL))
     }
 
-    @Test func standbysTakeOverInTheOrderTheyQueuedAndADeadOneLeavesTheQueue() throws {
+    @Test func standbysTakeOverInTheOrderTheyQueuedAndADeadOneLeavesTheQueue() async throws {
         let directory = TestDirectory()
         let server = try startServer(directory)
         defer { server.kill() }
@@ -55,7 +55,8 @@ struct StandbyTests {
         let second = try NameServerClient.blockingConnect(to: directory.address)
         let secondRegistration = try second.blockingRegister("line", port: port, ifTaken: .queue)
         let third = try NameServerClient.blockingConnect(to: directory.address)
-        let thirdRegistration = try await3(third, port)
+        // The third registers with the async form.
+        let thirdRegistration = try await third.register("line", port: port, ifTaken: .queue)
         #expect(secondRegistration.state == .queued)
         #expect(thirdRegistration.state == .queued)
         doomed.signal(SIGKILL)
@@ -70,22 +71,6 @@ struct StandbyTests {
         #expect(try third.blockingList().map(\.name) == ["line"])
         third.close()
         #expect(try waitFor { try counts(server).contains("names=0") })
-    }
-
-    /// The third standby registers with the async form.
-    private func await3(_ client: NameServerClient, _ port: ReceivePort) throws -> NameRegistration {
-        let result = Locked<Result<NameRegistration, NameServerError>?>(nil)
-        Task {
-            let outcome: Result<NameRegistration, NameServerError>
-            do throws(NameServerError) {
-                outcome = .success(try await client.register("line", port: port, ifTaken: .queue))
-            } catch {
-                outcome = .failure(error)
-            }
-            result.withLock { $0 = outcome }
-        }
-        #expect(waitFor { result.withLock { $0 } != nil })
-        return try #require(result.withLock { $0 }).get()
     }
 
     @Test func replaceTakesTheNameOnlyFromAnOwnerThatAllowedIt() throws {
