@@ -73,6 +73,34 @@ struct StandbyTests {
         #expect(try waitFor { try counts(server).contains("names=0") })
     }
 
+    @Test func aStandbyRegistersAgainWithItsTermsAfterAServerRestart() throws {
+        let directory = TestDirectory()
+        var server = try startServer(directory)
+        defer { server.kill() }
+        let loop = PortLoop()
+        let port = try loop.port { _ in Array("\(getpid())".utf8) }
+        let owner = try NameServerClient.blockingConnect(to: directory.address, reconnectingOn: loop.loop)
+        let held = try owner.blockingRegister("again", port: port)
+        let standby = try NameServerClient.blockingConnect(to: directory.address, reconnectingOn: loop.loop)
+        let queued = try standby.blockingRegister("again", port: port, ifTaken: .queue)
+        #expect(queued.state == .queued)
+
+        server.signal(SIGKILL)
+        #expect(try server.wait() == .signalled(SIGKILL))
+        server = try startServer(directory)
+        // Each client registers again with its terms: whichever comes first holds the name,
+        // the other waits behind it (the standby queued, the owner refused as before).
+        #expect(waitFor { queued.state == .registeredAgain || (queued.state == .queued && held.state == .registeredAgain) })
+        if queued.state == .registeredAgain {
+            #expect(waitFor { held.state == .takenByAnother(ownerPID: getpid()) })
+        } else {
+            owner.close()
+            #expect(waitFor { queued.state == .registered })
+        }
+        #expect(try standby.blockingOwner(of: "again").pid == getpid())
+        standby.close()
+    }
+
     @Test func replaceTakesTheNameOnlyFromAnOwnerThatAllowedIt() throws {
         let directory = TestDirectory()
         let server = try startServer(directory)
