@@ -224,3 +224,29 @@ int portkit_allowed_cpu_count(void) {
 // MARK: - The System layer's fault seam (tests only)
 
 int portkit_fault_seam_rule_count = 0;
+
+#include <sys/syscall.h>
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int portkit_peer_pidfd(int fd) {
+    int pidfd = -1;
+    socklen_t len = sizeof(pidfd);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) return -1;
+    return pidfd;
+}
+
+int portkit_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int portkit_pidfd_alive(int pidfd) {
+    struct pollfd p = { .fd = pidfd, .events = POLLIN, .revents = 0 };
+    int n = poll(&p, 1, 0);
+    if (n < 0) return -1;
+    return n == 0 ? 1 : 0;
+}
