@@ -6,7 +6,8 @@ extension NameBenchmarks {
     static let callSize = 32
 
     /// `names.call`: a request to a named owner and its reply, once the name is looked up:
-    /// PortKit's send port from `lookup` (a connection of its own to the owner) against
+    /// PortKit's send port from `lookup` (a connection of its own to the owner), the same
+    /// while a monitor watches the name (`portkit-monitored`, through the server's tap), against
     /// `raw`, one bare request/response over a connected Unix socket, and `dbus`, a method
     /// call to the owner's name through the bus.
     static func call(count: Int) -> BenchmarkCase {
@@ -24,6 +25,7 @@ extension NameBenchmarks {
                         fixture.stop()
                     })
             },
+            monitoredCall(count: count, request),
             rawRequest(count: count),
             DBusBenchmarks.call(count: count, size: callSize),
         ])
