@@ -8,11 +8,7 @@ enum MonitorCommand {
         guard !options.positional.isEmpty else { throw .usage("monitor takes at least one NAME or PREFIX*", verb: .monitor) }
         let patterns = options.positional
         for pattern in patterns {
-            do {
-                if pattern.hasSuffix("*") { try NameRules.validatePrefix(String(pattern.dropLast())) } else { try NameRules.validate(pattern) }
-            } catch {
-                throw Exit(error)
-            }
+            do { try NameMonitor.validate(pattern: pattern) } catch { throw Exit(error) }
         }
         let client = try connect(address)
         let json = options.wantsJSON

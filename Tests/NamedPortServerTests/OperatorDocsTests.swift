@@ -169,12 +169,13 @@ struct OperatorDocsTests {
         let values = [
             "NAME": "\"n\"", "NODE": "\"n\"", "PATH": "\"/p\"", "TEXT": "\"t\"",
             "PID": "1", "UID": "1", "ID": "1", "N": "1", "SECONDS": "1.5",
+            "GID": "1", "UNIT": "\"u\"", "BOOL": "true", "BASE64": "\"AA==\"", "KIND": "\"request\"",
         ]
         for shape in shapes {
             let json = shape.replacingOccurrences(of: "\\b[A-Z]+\\b", with: "$0", options: .regularExpression)
                 .split(separator: " ", omittingEmptySubsequences: false)
                 .map { word -> String in
-                    let bare = word.trimmingCharacters(in: CharacterSet(charactersIn: ",}"))
+                    let bare = word.trimmingCharacters(in: CharacterSet(charactersIn: ",}[]"))
                     guard let value = values[bare] else { return String(word) }
                     return word.replacingOccurrences(of: bare, with: value)
                 }

@@ -26,15 +26,18 @@ import PortMessaging
             let reply = Message(id: message.id, components: [.data(bytes)] + message.descriptors.map { .descriptor($0) })
             _ = pending.reply(reply)
         }
-        try client.blockingRegister(arguments[1], port: port)
-        say("serving \(arguments[1]) \(getpid())")
-        try loop.add(LoopSource(perform: {}), forMode: .default)
-        withExtendedLifetime(client) {
-            while true { _ = try? loop.run() }
-        }
+        try serveUntilKilled(client, arguments[1], port: port, on: loop)
     } catch {
         say("error \(error)")
         return 1
     }
-    return 0
+}
+
+/// Registers `name` for `port`, prints "serving NAME PID", and runs `loop` (the port's)
+/// until the process is killed.
+func serveUntilKilled(_ client: NameServerClient, _ name: String, port: ReceivePort, scope: NameScope = .host, on loop: ThreadLoop) throws -> Never {
+    try client.blockingRegister(name, port: port, scope: scope)
+    say("serving \(name) \(getpid())")
+    try loop.add(LoopSource(perform: {}), forMode: .default)
+    while true { withExtendedLifetime(client) { _ = try? loop.run() } }
 }

@@ -13,19 +13,8 @@ extension NameBenchmarks {
     static func call(count: Int) -> BenchmarkCase {
         let request = Message(id: 1, bytes: PortBenchmarks.payload(callSize))
         return BenchmarkCase(name: "names.call", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
-                let fixture = try NameFixture()
-                let client = try NameServerClient.blockingConnect(to: fixture.address)
-                let port = try client.blockingLookup(fixture.name)
-                return .init(
-                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: callSize) },
-                    stop: {
-                        port.invalidate()
-                        client.close()
-                        fixture.stop()
-                    })
-            },
-            monitoredCall(count: count, request),
+            lookedUpCall("portkit", count: count, request, monitored: false),
+            lookedUpCall("portkit-monitored", count: count, request, monitored: true),
             rawRequest(count: count),
             DBusBenchmarks.call(count: count, size: callSize),
         ])

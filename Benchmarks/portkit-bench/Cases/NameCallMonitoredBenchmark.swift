@@ -3,15 +3,15 @@ import PermanentThread
 import PortMessaging
 
 extension NameBenchmarks {
-    /// `names.call`'s `portkit-monitored`: `portkit`'s call while a monitor watches the
-    /// name. The lookup is made after the monitor attached, so the connection goes through
-    /// the server's tap: what a monitor costs the traffic it sees (`portkit` is the cost
-    /// when nobody monitors).
-    static func monitoredCall(count: Int, _ request: Message) -> BenchmarkImpl {
-        BenchmarkImpl("portkit-monitored") {
+    /// `names.call`'s `portkit` and `portkit-monitored`: requests through the send port a
+    /// lookup returned; `monitored`, while a monitor watches the name. Its lookup is then
+    /// made after the monitor attached, so the connection goes through the server's tap:
+    /// what a monitor costs the traffic it sees (`portkit` is the cost when nobody monitors).
+    static func lookedUpCall(_ impl: String, count: Int, _ request: Message, monitored: Bool) -> BenchmarkImpl {
+        BenchmarkImpl(impl) {
             let fixture = try NameFixture()
-            let watcher = try NameServerClient.blockingConnect(to: fixture.address)
-            let drain = try MonitorDrain(watcher, name: fixture.name)
+            let watcher = monitored ? try NameServerClient.blockingConnect(to: fixture.address) : nil
+            let drain = try watcher.map { try MonitorDrain($0, name: fixture.name) }
             let client = try NameServerClient.blockingConnect(to: fixture.address)
             let port = try client.blockingLookup(fixture.name)
             return .init(
@@ -19,8 +19,8 @@ extension NameBenchmarks {
                 stop: {
                     port.invalidate()
                     client.close()
-                    drain.stop()
-                    watcher.close()
+                    drain?.stop()
+                    watcher?.close()
                     fixture.stop()
                 })
         }

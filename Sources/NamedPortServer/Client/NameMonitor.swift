@@ -38,6 +38,13 @@ public final class NameMonitor: Sendable {
         port.invalidate()
     }
 
+    /// Checks a pattern a monitor may take: a name (``NameRules``), or a prefix followed by
+    /// `*` (`"*"` alone matches every name).
+    /// - Throws: `invalidName`.
+    public static func validate(pattern: String) throws(NameServerError) {
+        if pattern.hasSuffix("*") { try NameRules.validatePrefix(String(pattern.dropLast())) } else { try NameRules.validate(pattern) }
+    }
+
     /// The receiving side of a new monitor: a port on `loop` whose iteration has begun (so
     /// the server's connection into it is read from its first event), and where its end is
     /// recorded: the server closing the connection ends the iteration with `connectionLost`.

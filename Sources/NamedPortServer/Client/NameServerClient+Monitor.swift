@@ -17,9 +17,7 @@ extension NameServerClient {
     ///   that predates monitors), `connectionLost`, `cancelled`.
     public func monitor(_ patterns: [String]) async throws(NameServerError) -> NameMonitor {
         guard !patterns.isEmpty else { throw .protocolError("a monitor needs at least one name or prefix") }
-        for pattern in patterns {
-            if pattern.hasSuffix("*") { try NameRules.validatePrefix(String(pattern.dropLast())) } else { try NameRules.validate(pattern) }
-        }
+        for pattern in patterns { try NameMonitor.validate(pattern: pattern) }
         let loop: ThreadLoop
         do { loop = try SharedReplyLoop.loop() } catch {
             throw .system(operation: "start the reply thread for the monitor", errno: EAGAIN)
