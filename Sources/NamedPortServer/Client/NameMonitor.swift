@@ -51,10 +51,10 @@ public final class NameMonitor: Sendable {
     static func receiving(on loop: ThreadLoop, address: String) throws(NameServerError) -> (ReceivePort, ReceivedMessages, Locked<NameServerError?>) {
         let port = ReceivePort()
         let end = Locked<NameServerError?>(nil)
-        port.observePeers { event in
+        port.observePeers { [weak port] event in
             guard case .disconnected = event else { return }
             end.withLock { $0 = $0 ?? .connectionLost(address: address) }
-            port.invalidate()
+            port?.invalidate()
         }
         do {
             return (port, try port.messages(on: loop), end)

@@ -59,15 +59,22 @@ final class MonitorTap: @unchecked Sendable {
     /// Starts relaying on the loop (its thread): the looker's end, once it travels in the
     /// lookup's reply, connects to `entrance`.
     func start() throws(PortError) {
-        entrance.observePeers { [unowned self] event in
+        // Weakly: a closed tap is let go by the server while its ports may still report.
+        entrance.observePeers { [weak self] event in
+            guard let self else { return }
             switch event {
             case .connected: if self.phase == .brokered { self.phase = .relaying }
             case .disconnected: self.close()
             }
         }
         try exit.readReplies(on: loop)
-        try exit.onInvalidation(on: loop) { [unowned self] _ in self.close() }
-        try entrance.schedule(on: loop, inModes: [.default]) { [unowned self] message, pending in
+        try exit.onInvalidation(on: loop) { [weak self] _ in self?.close() }
+        try entrance.schedule(on: loop, inModes: [.default]) { [weak self] message, pending in
+            guard let self else {
+                message.discardAttachments()
+                _ = pending?.refuse()
+                return
+            }
             self.relay(message, pending)
         }
     }

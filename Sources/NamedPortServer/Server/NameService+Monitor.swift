@@ -8,9 +8,9 @@ import PortMessaging
 /// nothing here is consulted but `isEmpty`. While one watches a name, each lookup of it
 /// brokers a tapped connection instead (`MonitorTap`), whose traffic the monitors see.
 struct MonitorBoard {
-    /// One monitor: who asked (its connection and uid), which names, and where its events go.
+    /// One monitor: who asked (its user; its connection is its key's), which names, and
+    /// where its events go.
     struct Monitor {
-        let client: UInt64
         let uid: UInt32
         let filters: [WatchFilter]
         let port: SendPort
@@ -64,7 +64,7 @@ extension NameService {
             if let other = matched.first(where: { !NameServerPolicy.mayMonitor(uid: client.uid, ownerUID: $0.uid) }) {
                 throw .permissionDenied(reason: "uid \(client.uid) may not monitor '\(other.name)', owned by uid \(other.uid)")
             }
-            monitoring.monitors[key] = MonitorBoard.Monitor(client: client.peer.id, uid: client.uid, filters: filters, port: port)
+            monitoring.monitors[key] = MonitorBoard.Monitor(uid: client.uid, filters: filters, port: port)
             try? port.onInvalidation(on: loop) { [unowned self] dead in
                 if self.monitoring.monitors[key]?.port === dead { self.endMonitor(key) }
             }

@@ -45,7 +45,7 @@ extension NameService {
         }
     }
 
-    /// A register carries one port, a watch one; no request carries anything else.
+    /// A register carries one port, a watch and a monitor one; no request carries anything else.
     private func checkAttachments(_ message: Message, _ operation: NameOperation) throws(NameServerError) {
         let ports = message.components.reduce(0) { count, component in if case .port = component { count + 1 } else { count } }
         let expected = operation == .register || operation == .watch || operation == .monitor ? 1 : 0
