@@ -76,14 +76,14 @@ enum CallCommand {
             }
             let reply = try port.blockingRequest(message, sendTimeout: call.timeout, receiveTimeout: call.timeout)
             FileDescriptor.close(reply.descriptors)
-            print(reply, of: call, output: output, json: json)
+            show(reply, of: call, output: output, json: json)
         } catch {
             throw Exit(error, name: call.name)
         }
     }
 
     /// The reply: `send`'s line of text, `call`'s bytes as they are; with --json one line.
-    private static func print(_ reply: Message, of call: Call, output: Output, json: Bool) {
+    private static func show(_ reply: Message, of call: Call, output: Output, json: Bool) {
         switch (output, json) {
         case (.text, false):
             say(String(decoding: reply.bytes, as: UTF8.self))
