@@ -95,6 +95,8 @@ struct CommandLineCallTests {
         defer { server.kill() }
         let owner = try echo(directory.address, "cli.watched")
         defer { owner.kill() }
+        #expect(try portname(directory.address, ["monitor", "cli/bad*"]).status == .exited(2))
+        #expect(try portname(directory.address, ["monitor"]).status == .exited(2))
         let monitor = try SpawnedProcess.spawn(
             ChildProcessPaths.portname, ["--address", directory.address, "monitor", "cli.*", "--json"])
         defer { monitor.kill() }

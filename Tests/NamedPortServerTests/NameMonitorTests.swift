@@ -106,6 +106,20 @@ struct NameMonitorTests {
         }
     }
 
+    @Test func aMonitorEndsWithConnectionLostWhenTheServerGoes() async throws {
+        let directory = TestDirectory()
+        let server = try startServer(directory)
+        let client = try NameServerClient.blockingConnect(to: directory.address)
+        defer { client.close() }
+        let monitor = try await client.monitor(["*"])
+        #expect(monitor.initialOwners.isEmpty)
+        server.signal(SIGKILL)
+        #expect(try server.wait() == .signalled(SIGKILL))
+        await #expect(throws: NameServerError.connectionLost(address: directory.address)) {
+            _ = try await events(of: monitor) { _ in false }
+        }
+    }
+
     @Test(arguments: [
         (uid: UInt32(1000), owner: UInt32(1000), allowed: true),
         (uid: 0, owner: 1000, allowed: true),
