@@ -78,7 +78,8 @@ struct NameMonitorTests {
         defer { close(file) }
         let port = try client.blockingLookup("mon.fd")
         let reply = try port.blockingRequest(
-            Message(id: 42, components: [.data(payload), .descriptor(file)]), sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
+            Message(id: 42, components: [.data(payload), .descriptor(file)]),
+            sendTimeout: .seconds(30), receiveTimeout: .seconds(30))
         defer { for fd in reply.descriptors { close(fd) } }
         #expect(reply.id == 42)
         #expect(reply.bytes == payload + Array("through the tap".utf8))

@@ -35,7 +35,9 @@ import PortMessaging
 
 /// Registers `name` for `port`, prints "serving NAME PID", and runs `loop` (the port's)
 /// until the process is killed.
-func serveUntilKilled(_ client: NameServerClient, _ name: String, port: ReceivePort, scope: NameScope = .host, on loop: ThreadLoop) throws -> Never {
+func serveUntilKilled(
+    _ client: NameServerClient, _ name: String, port: ReceivePort, scope: NameScope = .host, on loop: ThreadLoop
+) throws -> Never {
     try client.blockingRegister(name, port: port, scope: scope)
     say("serving \(name) \(getpid())")
     try loop.add(LoopSource(perform: {}), forMode: .default)

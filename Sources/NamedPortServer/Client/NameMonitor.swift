@@ -20,7 +20,10 @@ public final class NameMonitor: Sendable {
     /// Why the events ended, once they did from the server's side.
     private let end: Locked<NameServerError?>
 
-    init(patterns: [String], initialOwners: [NameOwner], port: ReceivePort, messages: ReceivedMessages, end: Locked<NameServerError?>) {
+    init(
+        patterns: [String], initialOwners: [NameOwner], port: ReceivePort, messages: ReceivedMessages,
+        end: Locked<NameServerError?>
+    ) {
         self.patterns = patterns
         self.initialOwners = initialOwners
         self.port = port
@@ -42,13 +45,19 @@ public final class NameMonitor: Sendable {
     /// `*` (`"*"` alone matches every name).
     /// - Throws: `invalidName`.
     public static func validate(pattern: String) throws(NameServerError) {
-        if pattern.hasSuffix("*") { try NameRules.validatePrefix(String(pattern.dropLast())) } else { try NameRules.validate(pattern) }
+        if pattern.hasSuffix("*") {
+            try NameRules.validatePrefix(String(pattern.dropLast()))
+        } else {
+            try NameRules.validate(pattern)
+        }
     }
 
     /// The receiving side of a new monitor: a port on `loop` whose iteration has begun (so
     /// the server's connection into it is read from its first event), and where its end is
     /// recorded: the server closing the connection ends the iteration with `connectionLost`.
-    static func receiving(on loop: ThreadLoop, address: String) throws(NameServerError) -> (ReceivePort, ReceivedMessages, Locked<NameServerError?>) {
+    static func receiving(
+        on loop: ThreadLoop, address: String
+    ) throws(NameServerError) -> (ReceivePort, ReceivedMessages, Locked<NameServerError?>) {
         let port = ReceivePort()
         let end = Locked<NameServerError?>(nil)
         port.observePeers { [weak port] event in

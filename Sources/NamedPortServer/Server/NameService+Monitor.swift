@@ -117,7 +117,8 @@ extension NameService {
         monitoring.nextTap += 1
         monitoring.taps[number] = tap
         let gid = looker.peer.credentials?.gid ?? UInt32.max
-        tellMonitors(tap.event(.opened, .toName, sender: SenderCredentials(pid: looker.pid, uid: looker.uid, gid: gid)), ownerUID: holder.owner.uid)
+        let opened = tap.event(.opened, .toName, sender: SenderCredentials(pid: looker.pid, uid: looker.uid, gid: gid))
+        tellMonitors(opened, ownerUID: holder.owner.uid)
         return tap
     }
 
