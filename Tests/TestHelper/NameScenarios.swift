@@ -78,17 +78,11 @@ import PortKitTestSupport
             if slow { usleep(20_000_000) }
             return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
         }
-        try client.blockingRegister(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
-        say("serving \(name) \(pid)")
-        try loop.add(LoopSource(perform: {}), forMode: .default)
-        withExtendedLifetime(client) {
-            while true { _ = try? loop.run() }
-        }
+        try serveUntilKilled(client, name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host, on: loop)
     } catch {
         say("error \(error)")
         return 1
     }
-    return 0
 }
 
 /// `names-request ADDRESS NAME TEXT WAIT_SECONDS`: looks NAME up (waiting up to
