@@ -25,14 +25,14 @@ import PermanentThread
 /// - Returns: What `body` returned.
 /// - Throws: What `body` threw, or `OwnLoopError.didNotReturn`.
 @discardableResult
-package func withOwnLoop<Result: Sendable>(
+package func withOwnLoop<Value: Sendable>(
     name: String = "test-own-loop", timeout: Duration = .seconds(300),
-    _ body: @escaping @Sendable (ThreadLoop) throws -> Result
-) throws -> Result {
-    let outcome = Locked<Swift.Result<Result, any Error>?>(nil)
+    _ body: @escaping @Sendable (ThreadLoop) throws -> Value
+) throws -> Value {
+    let outcome = Locked<Result<Value, any Error>?>(nil)
     let finished = TestLatch()
     let thread = Thread {
-        let result = Swift.Result { try body(ThreadLoop.current) }  // owned thread
+        let result = Result { try body(ThreadLoop.current) }  // owned thread
         outcome.withLock { $0 = result }
         finished.open()
     }
