@@ -43,10 +43,14 @@ final class HTTPLoopDriver: @unchecked Sendable {
         http = HTTPConnection(host: host, port: port, security: security)
         self.loop = loop
         self.timeout = timeout
-        http.willClose = { [unowned self] _ in unwatch() }
+        http.willClose = { [weak self] _ in self?.unwatch() }
     }
 
-    deinit { close() }
+    deinit {
+        // The source ends before the socket closes; `willClose` no longer reaches here.
+        unwatch()
+        close()
+    }
 
     /// Ends everything: the connection closes, and what was under way or waiting fails
     /// with `.broken("closed")` (a stream's handler is not called).
