@@ -58,7 +58,7 @@ enum QueryCommands {
         let name = try validName(options.positional[0])
         let client = try connect(address)
         do {
-            let owner = try client.blockingOwner(of: name, waitingUpTo: wait)
+            let owner = try client.blockingOwner(of: name, waitingUpTo: wait ?? .zero)
             // A name on another node of a cluster: its owner's pid there, and the node.
             say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)" + (owner.node.map { "\t\($0)" } ?? ""))
         } catch .timedOut {

@@ -11,7 +11,7 @@ enum NamedPortServerSnippets {
         let port = ReceivePort()
 
         // Between threads of one process: no system call.
-        try PortRegistry.shared.register(port.makeSendPort(), as: "worker")
+        try PortRegistry.shared.register("worker", port: port)
         let worker = try PortRegistry.shared.lookup("worker", waitingUpTo: .seconds(1))
 
         // Between processes: if no server answers at the default address, one is started

@@ -65,11 +65,15 @@ struct AsyncNameClientTests {
         #expect(cancelled.error == .cancelled)
         #expect(endedAt - cancelledAt < .seconds(5), "the cancelled lookup took \(endedAt - cancelledAt)")
 
-        // A lookup that waits for a name gets it when it is registered.
+        // Without a wait (the default, `.zero`) an absent name is not found at once; a
+        // lookup that waits for it as long as it takes (`nil`, as a `nil` time-out means
+        // everywhere) gets it when it is registered.
         let ports = PortLoop()
         let port = try ports.port { Array("late: ".utf8) + $0.bytes }
+        let absent = await outcome { () async throws(NameServerError) in try await names.lookup("late") }
+        #expect(absent.error == .notFound(name: "late"))
         let late = Task(executorPreference: tasks) { () async -> Result<SendPort, NameServerError> in
-            await outcome { () async throws(NameServerError) in try await names.lookup("late", waitingUpTo: .seconds(60)) }
+            await outcome { () async throws(NameServerError) in try await names.lookup("late", waitingUpTo: nil) }
         }
         #expect(waitFor { (try? names.status().waitingLookups) ?? 0 >= 1 })
         try blockingRegister(names, "late", port)

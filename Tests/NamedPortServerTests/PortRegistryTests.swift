@@ -12,7 +12,7 @@ struct PortRegistryTests {
         let loop = PortLoop()
         let receiver = try loop.port { Array("worker got \($0.text)".utf8) }
         let port = receiver.makeSendPort()
-        try registry.register(port, as: "worker")
+        try registry.register("worker", port: port)
         let found = try #require(registry.lookup("worker"))
         #expect(found === port)
         #expect(try ask(found, "job") == "worker got job")
@@ -26,31 +26,31 @@ struct PortRegistryTests {
     @Test func aTakenNameIsRefusedWithThisProcess() throws {
         let registry = PortRegistry()
         let first = ReceivePort(), second = ReceivePort()
-        try registry.register(first.makeSendPort(), as: "db")
+        try registry.register("db", port: first.makeSendPort())
         #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
-            try registry.register(second.makeSendPort(), as: "db")
+            try registry.register("db", port: second.makeSendPort())
         }
         #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) {
-            try registry.register(second.makeSendPort(), as: "a/b")
+            try registry.register("a/b", port: second.makeSendPort())
         }
     }
 
     @Test func anInvalidatedPortsEntryGoesAway() throws {
         let registry = PortRegistry()
         let receiver = ReceivePort()
-        try registry.register(receiver.makeSendPort(), as: "short-lived")
+        try registry.register("short-lived", port: receiver.makeSendPort())
         #expect(registry.lookup("short-lived") != nil)
         receiver.invalidate()
         #expect(registry.lookup("short-lived") == nil)
         #expect(registry.names.isEmpty)
         // The name is free again.
         let next = ReceivePort()
-        try registry.register(next.makeSendPort(), as: "short-lived")
+        try registry.register("short-lived", port: next.makeSendPort())
         #expect(registry.lookup("short-lived")?.isValid == true)
         // An invalidated send port frees its name too.
         let send = next.makeSendPort()
         #expect(registry.remove("short-lived", ifHolding: send) == false)
-        try registry.register(send, as: "other")
+        try registry.register("other", port: send)
         send.invalidate()
         #expect(registry.lookup("other") == nil)
     }
@@ -59,22 +59,22 @@ struct PortRegistryTests {
         let registry = PortRegistry()
         let owner = ReceivePort(), first = ReceivePort(), second = ReceivePort(), taker = ReceivePort()
         let (ownerPort, firstPort, secondPort) = (owner.makeSendPort(), first.makeSendPort(), second.makeSendPort())
-        #expect(try registry.register(ownerPort, as: "db") == .registered)
-        #expect(try registry.register(firstPort, as: "db", ifTaken: .queue, replaceable: true) == .queued)
-        #expect(try registry.register(secondPort, as: "db", ifTaken: .queue) == .queued)
+        #expect(try registry.register("db", port: ownerPort) == .registered)
+        #expect(try registry.register("db", port: firstPort, ifTaken: .queue, replaceable: true) == .queued)
+        #expect(try registry.register("db", port: secondPort, ifTaken: .queue) == .queued)
         #expect(registry.lookup("db") === ownerPort)
         // The holder's port dies: the first standby holds the name at the next read.
         owner.invalidate()
         #expect(registry.lookup("db") === firstPort)
         // Replaceable: a replace takes it, and the second standby still waits behind.
         #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
-            try registry.register(taker.makeSendPort(), as: "db")
+            try registry.register("db", port: taker.makeSendPort())
         }
         let takerPort = taker.makeSendPort()
-        #expect(try registry.register(takerPort, as: "db", ifTaken: .replace) == .registered)
+        #expect(try registry.register("db", port: takerPort, ifTaken: .replace) == .registered)
         #expect(registry.lookup("db") === takerPort)
         #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
-            try registry.register(first.makeSendPort(), as: "db", ifTaken: .replace)
+            try registry.register("db", port: first.makeSendPort(), ifTaken: .replace)
         }
         registry.remove("db", ifHolding: takerPort)
         #expect(registry.lookup("db") === secondPort)
@@ -89,7 +89,7 @@ struct PortRegistryTests {
         let registered = ConditionLock(false)
         let thread = Thread {
             _ = registered.wait(until: .now + .seconds(20)) { $0 ? true : nil }
-            _ = try? registry.register(receiver.makeSendPort(), as: "late")
+            _ = try? registry.register("late", port: receiver.makeSendPort())
         }
         thread.start()
         registered.withLock { $0 = true }
@@ -105,7 +105,7 @@ struct PortRegistryTests {
         let registry = PortRegistry()
         let receivers = (0..<64).map { _ in ReceivePort() }
         DispatchQueue.concurrentPerform(iterations: 64) { index in
-            _ = try? registry.register(receivers[index].makeSendPort(), as: "t.\(index)")
+            _ = try? registry.register("t.\(index)", port: receivers[index].makeSendPort())
             _ = registry.lookup("t.\((index + 1) % 64)")
         }
         #expect(registry.names.count == 64)

@@ -49,7 +49,8 @@ struct NameCall {
     /// cluster, or one older than the field, ignores.
     static func lookup(_ operation: NameOperation, _ name: String, _ wait: Duration?) throws(NameServerError) -> NameCall {
         try NameRules.validate(name)
-        let wait = max(wait ?? .zero, .zero)
+        // `nil`: as long as it takes, which the server bounds at a day.
+        let wait = wait.map { max($0, .zero) } ?? .milliseconds(Int64(maxLookupWaitMilliseconds))
         let milliseconds = UInt64(min((wait / .milliseconds(1)).rounded(.up), Double(maxLookupWaitMilliseconds)))
         var fields = [NameField.string(name), NameField.integer(milliseconds)]
         if operation == .owner { fields.append(NameField.withOtherNodes) }

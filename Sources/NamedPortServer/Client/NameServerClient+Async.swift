@@ -96,7 +96,7 @@ extension NameServerClient {
     /// `blockingLookup(_:waitingUpTo:)`, suspending while the name is waited for: a send port
     /// connected to the owner's port.
     /// - Throws: as the blocking form; `cancelled`.
-    public func lookup(_ name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> SendPort {
+    public func lookup(_ name: String, waitingUpTo wait: Duration? = .zero) async throws(NameServerError) -> SendPort {
         var fields = try await request(try NameCall.lookup(.lookup, name, wait))
         _ = try fields.owner(named: name)
         return try fields.port()
@@ -104,7 +104,7 @@ extension NameServerClient {
 
     /// `blockingOwner(of:waitingUpTo:)`, suspending while the name is waited for.
     /// - Throws: as the blocking form; `cancelled`.
-    public func owner(of name: String, waitingUpTo wait: Duration? = nil) async throws(NameServerError) -> NameOwner {
+    public func owner(of name: String, waitingUpTo wait: Duration? = .zero) async throws(NameServerError) -> NameOwner {
         var fields = try await request(try NameCall.lookup(.owner, name, wait))
         return try fields.ownerWithNode(named: name)
     }

@@ -10,8 +10,10 @@ extension NameServerClient {
         _ address: String, timeout: Duration, startingServerIfNeeded: Bool, trustedServerUsers: Set<UInt32>,
         waitingForServer: Duration?, awaitingHello: Bool
     ) throws(NameServerError) -> ServerConnection {
-        if let wait = waitingForServer, !startingServerIfNeeded {
-            return try connectWaiting(address, until: .now + wait, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
+        if waitingForServer != .zero, !startingServerIfNeeded {
+            // `nil`: as long as it takes (a year stands for that).
+            let until = ContinuousClock.now + (waitingForServer ?? .seconds(365 * 86_400))
+            return try connectWaiting(address, until: until, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
         }
         do {
             return try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)

@@ -117,8 +117,8 @@ public final class NameServerClient: Sendable {
     ///     accepts. Any other server is refused before a byte is sent to it, as is a
     ///     default-address directory that such a user owns or that others may write to.
     ///   - waitingForServer: how long to wait for a server to appear at the address when
-    ///     none answers yet (one that is starting up, or being restarted); `nil` does not
-    ///     wait. The wait watches the address's directory (inotify) and tries again when
+    ///     none answers yet (one that is starting up, or being restarted): `.zero` (the
+    ///     default) does not wait, `nil` waits as long as it takes. The wait watches the address's directory (inotify) and tries again when
     ///     something appears there, rather than polling.
     ///   - supervisor: a loop that watches the connection (it must run: the loop of
     ///     the registered ports, say) and, when the server goes away, connects again and
@@ -136,7 +136,7 @@ public final class NameServerClient: Sendable {
     ///   server of this protocol version), `timedOut` (no answer to the hello in time).
     public static func blockingConnect(
         to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
-        trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = nil, reconnectingOn supervisor: ThreadLoop? = nil
+        trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = .zero, reconnectingOn supervisor: ThreadLoop? = nil
     ) throws(NameServerError) -> NameServerClient {
         let address = NameServerAddress.resolve(address)
         let connection = try connection(
@@ -293,11 +293,12 @@ public final class NameServerClient: Sendable {
     ///
     /// With `wait`, a name not yet registered is waited for, up to that long, and the
     /// lookup returns as soon as someone registers it: no start-up race between a
-    /// server and its clients.
+    /// server and its clients. `.zero` (the default) answers at once; `nil` waits as long
+    /// as it takes (up to the server's limit, a day), as a `nil` time-out does everywhere.
     /// - Throws: `notFound` (no wait), `timedOut` (the wait passed), `invalidName`,
     ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `serverBusy`,
     ///   `connectionLost`.
-    public func blockingLookup(_ name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> SendPort {
+    public func blockingLookup(_ name: String, waitingUpTo wait: Duration? = .zero) throws(NameServerError) -> SendPort {
         var fields = try lookup(.lookup, name, wait)
         _ = try fields.owner(named: name)
         return try fields.port()
@@ -307,7 +308,7 @@ public final class NameServerClient: Sendable {
     /// cluster's node, a name another node holds answers too, with its `NameOwner.node`
     /// (and, as in `list`, this server's uid: its process relays to the owner).
     /// - Throws: as `lookup`.
-    public func blockingOwner(of name: String, waitingUpTo wait: Duration? = nil) throws(NameServerError) -> NameOwner {
+    public func blockingOwner(of name: String, waitingUpTo wait: Duration? = .zero) throws(NameServerError) -> NameOwner {
         var fields = try lookup(.owner, name, wait)
         return try fields.ownerWithNode(named: name)
     }

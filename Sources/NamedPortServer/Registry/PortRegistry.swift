@@ -9,7 +9,7 @@ import PortMessaging
 /// read, so an invalidated port's entry costs nothing until then.)
 ///
 /// ```swift
-/// try PortRegistry.shared.register(workerPort, as: "worker")
+/// try PortRegistry.shared.register("worker", port: workerPort)
 /// let port = try PortRegistry.shared.lookup("worker", waitingUpTo: .seconds(1))
 /// ```
 ///
@@ -35,11 +35,21 @@ public final class PortRegistry: Sendable {
     /// Makes an empty registry (most programs use `shared`).
     public init() {}
 
-    /// Registers `port` under `name`.
+    /// Registers `port` under `name`: a lookup returns a send port to it. The argument
+    /// order and the port's type are `NameServerClient.register(_:port:)`'s.
+    /// - Throws: as `register(_:port:ifTaken:replaceable:)` with a send port.
+    @discardableResult
+    public func register(
+        _ name: String, port: ReceivePort, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false
+    ) throws(NameServerError) -> NameRegistrationState {
+        try register(name, port: port.makeSendPort(), ifTaken: ifTaken, replaceable: replaceable)
+    }
+
+    /// Registers `port` (a send port: to a port of this process or of another) under `name`.
     /// A name whose port was invalidated is free: the new port takes it.
     /// - Parameters:
-    ///   - port: the port a lookup returns.
     ///   - name: the name.
+    ///   - port: the port a lookup returns.
     ///   - ifTaken: when another valid port holds the name: fail, wait behind it, or take
     ///     it from a holder registered `replaceable`.
     ///   - replaceable: whether a later `ifTaken: .replace` may take the name.
@@ -49,7 +59,7 @@ public final class PortRegistry: Sendable {
     ///   `NameRules`.
     @discardableResult
     public func register(
-        _ port: SendPort, as name: String, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false
+        _ name: String, port: SendPort, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false
     ) throws(NameServerError) -> NameRegistrationState {
         try NameRules.validate(name)
         let state = try entries.withLock { (entries) throws(NameServerError) -> NameRegistrationState in

@@ -55,13 +55,14 @@ extension PortActorSystem {
     /// - Parameters:
     ///   - name: the name.
     ///   - actorType: the actor's type.
-    ///   - wait: how long to wait for the name to be registered; `nil` does not wait.
+    ///   - wait: how long to wait for the name to be registered: `.zero` (the default)
+    ///     does not wait, `nil` waits as long as it takes.
     /// - Throws: `NameServerError` as `NameServerClient.lookup` throws it (`notFound`,
     ///   `timedOut`, `permissionDenied`, ...); `PortActorError.notAnActor` when the name's
     ///   port is not a `PortActorSystem`'s, `unknownActor` when it no longer holds the
     ///   name, `peerDied`; `noNameServer`.
     public func resolve<Act: DistributedActor>(
-        name: String, as actorType: Act.Type = Act.self, waitingUpTo wait: Duration? = nil
+        name: String, as actorType: Act.Type = Act.self, waitingUpTo wait: Duration? = .zero
     ) async throws -> Act where Act.ActorSystem == PortActorSystem {
         try Act.resolve(id: try await connect(name, waitingUpTo: wait), using: self)
     }
@@ -94,7 +95,7 @@ extension PortActorSystem {
 
     /// Looks `name` up and asks its system which actor holds it; the actor's address, with
     /// a route to it recorded unless it lives in this process.
-    func connect(_ name: String, waitingUpTo wait: Duration? = nil) async throws -> ActorAddress {
+    func connect(_ name: String, waitingUpTo wait: Duration? = .zero) async throws -> ActorAddress {
         guard let names else { throw PortActorError.noNameServer }
         let port = try await names.lookup(name, waitingUpTo: wait)
         do {
