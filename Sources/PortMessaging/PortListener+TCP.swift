@@ -28,7 +28,7 @@ extension ReceivePort {
     /// Listens at a TCP address: every process that can reach it connects with
     /// `SendPort.connect(to:security:timeout:)`, each peer a connection into this port,
     /// as with a Unix socket address (its handler, requests answered on the connection,
-    /// `observePeers`, `PortPeer.disconnect()`).
+    /// `onPeerEvent`, `PortPeer.disconnect()`).
     ///
     /// Over TCP only bytes travel: a message with a descriptor or a port, or with a reply
     /// port, is refused with `cannotCrossHosts` by whichever side sends it (a request's

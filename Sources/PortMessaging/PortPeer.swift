@@ -6,7 +6,7 @@ import Synchronization
 /// it: who is at the other end, whether it is still there, and a way to end it.
 ///
 /// A server keys what it holds for a client by its peer (`Message.peer`) and lets it go
-/// when the peer disconnects (`ReceivePort.observePeers(_:)`): the kernel closes a dead
+/// when the peer disconnects (`ReceivePort.onPeerEvent(_:)`): the kernel closes a dead
 /// process's sockets, SIGKILL included, so a peer's end is seen within one pass of the
 /// port's loop. Peers are compared by identity; `id` is unique for the life of the process.
 public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
@@ -57,7 +57,7 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     public var isConnected: Bool { connected.load(ordering: .acquiring) }
 
     /// Closes the connection: the peer sees its port die (`peerDied`), this port's
-    /// `observePeers` handler sees `.disconnected`. Replies already written stay written.
+    /// `onPeerEvent` handler sees `.disconnected`. Replies already written stay written.
     /// Safe from any thread, and more than once.
     public func disconnect() {
         guard isConnected else { return }
@@ -102,7 +102,7 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) { hasher.combine(id) }
 }
 
-/// A change among a port's peers, as `ReceivePort.observePeers(_:)` reports it.
+/// A change among a port's peers, as `ReceivePort.onPeerEvent(_:)` reports it.
 public enum PeerEvent: Sendable {
     /// A connection into the port was made (a peer connected to its listening address, a
     /// port of it travelled to another process, a child was spawned with it).

@@ -57,7 +57,7 @@ extension ReceivePort {
     /// before its first message, its `.disconnected` after its last. Connections made
     /// before the port was scheduled are reported once it is. One observer per port; a
     /// later call replaces it. Call it before `schedule`, so that no peer is missed.
-    public func observePeers(_ handler: @escaping @Sendable (PeerEvent) -> Void) {
+    public func onPeerEvent(_ handler: @escaping @Sendable (PeerEvent) -> Void) {
         state.withLock { $0.peerObserver = handler }
     }
 

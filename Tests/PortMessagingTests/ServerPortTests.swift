@@ -29,7 +29,7 @@ struct ServerPortTests {
         }) throws {
             address = .abstract("portkit-server-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
             let seen = seen, peers = peers
-            port.observePeers { event in
+            port.onPeerEvent { event in
                 switch event {
                 case .connected(let peer):
                     peers.append(peer)

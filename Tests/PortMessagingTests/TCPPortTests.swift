@@ -24,7 +24,7 @@ struct TCPPortTests {
         init(host: String = "127.0.0.1", reply: @escaping @Sendable (Message) -> Message? = { Message(id: $0.id, text: "answer to \($0.text)") }) throws {
             served = ServedPort(reply: reply)
             let events = self.events
-            served.port.observePeers { events.append($0) }
+            served.port.onPeerEvent { events.append($0) }
             try served.port.listen(at: .tcp(host: host, port: 0), security: .plainLoopbackOnly)
             guard case .tcp(let listeningHost, let chosen)? = served.port.listeningAddress, listeningHost == host, chosen != 0 else {
                 throw PortError.noListener("the listening address names no chosen port")

@@ -60,7 +60,7 @@ public final class NameMonitor: Sendable {
     ) throws(NameServerError) -> (ReceivePort, ReceivedMessages, Locked<NameServerError?>) {
         let port = ReceivePort()
         let end = Locked<NameServerError?>(nil)
-        port.observePeers { [weak port] event in
+        port.onPeerEvent { [weak port] event in
             guard case .disconnected = event else { return }
             end.withLock { $0 = $0 ?? .connectionLost(address: address) }
             port?.invalidate()

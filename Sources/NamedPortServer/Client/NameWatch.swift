@@ -196,7 +196,7 @@ final class WatchEvents: Sendable {
         let port = ReceivePort()
         // The server's connection into the port ending: the server went, or it ended the
         // watch (this side read too slowly).
-        port.observePeers { [weak self] event in
+        port.onPeerEvent { [weak self] event in
             if case .disconnected = event { self?.disconnected(generation: generation) }
         }
         do {

@@ -60,7 +60,7 @@ final class MonitorTap: @unchecked Sendable {
     /// lookup's reply, connects to `entrance`.
     func start() throws(PortError) {
         // Weakly: a closed tap is let go by the server while its ports may still report.
-        entrance.observePeers { [weak self] event in
+        entrance.onPeerEvent { [weak self] event in
             guard let self else { return }
             switch event {
             case .connected: if self.phase == .brokered { self.phase = .relaying }

@@ -40,7 +40,7 @@ public protocol NameDirectory: Sendable {
     /// Calls `handler`, on any thread, with each later change of a name other nodes hold:
     /// its holder now, or `nil` once no other node holds it. The server passes these on
     /// to its watchers. The default never calls it.
-    func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void)
+    func onOtherNodesNameChange(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void)
 }
 
 extension NameDirectory {
@@ -54,7 +54,7 @@ extension NameDirectory {
     public func otherNodesNames() -> [String: NameDirectoryHolder] { [:] }
 
     /// No changes to tell.
-    public func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {}
+    public func onOtherNodesNameChange(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {}
 
     /// No port to names on other nodes.
     public func remotePort(for name: String, completion: @escaping @Sendable (SendPort?) -> Void) {

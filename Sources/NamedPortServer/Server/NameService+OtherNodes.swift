@@ -10,7 +10,7 @@ extension NameService {
     /// change already in the snapshot finds nothing to change.
     func followOtherNodes() {
         guard let directory else { return }
-        directory.observeOtherNodesNames { [weak self] name, holder in
+        directory.onOtherNodesNameChange { [weak self] name, holder in
             guard let self else { return }
             try? self.loop.perform { self.otherNodeChanged(name, holder) }
         }

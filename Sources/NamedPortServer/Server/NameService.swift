@@ -87,7 +87,7 @@ final class NameService: @unchecked Sendable {
     /// Starts serving: observes the port's peers and schedules it on the loop.
     func start() throws(NameServerError) {
         followOtherNodes()
-        port.observePeers { [unowned self] event in self.peerEvent(event) }
+        port.onPeerEvent { [unowned self] event in self.peerEvent(event) }
         do {
             try port.schedule(on: loop, inModes: [.default]) { [unowned self] message, pending in
                 self.receive(message, pending)

@@ -85,7 +85,7 @@ public final class ClusterGateway: Sendable {
         timeouts = PeerTimeouts(
             loop: loop, limits: limits.timeouts, holdsSomething: { [state] peer in state.withLock { $0.waiting[peer] != nil } },
             expire: { peer, _ in peer.disconnect() })
-        port.observePeers { [weak self] event in
+        port.onPeerEvent { [weak self] event in
             switch event {
             case .connected(let peer): self?.admit(peer)
             case .disconnected(let peer, _): self?.forget(peer)

@@ -43,7 +43,7 @@ extension ClusterNode {
     /// Calls `handler`, on the node's thread, with each later change of a name other nodes
     /// hold, as the mirror sees it (`ClusterEvent.ownerChanged`): its holder, or `nil` when
     /// the name is free or this node's.
-    public func observeOtherNodesNames(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {
+    public func onOtherNodesNameChange(_ handler: @escaping @Sendable (String, NameDirectoryHolder?) -> Void) {
         let node = node
         onEvent { event in
             guard case .ownerChanged(let name, let owner) = event else { return }

@@ -20,7 +20,7 @@ final class SecuredServer: Sendable {
     ) throws {
         let received = self.received
         let events = self.events
-        port.observePeers { events.append($0) }
+        port.onPeerEvent { events.append($0) }
         try port.listen(at: .tcp(host: host, port: 0), security: security)
         guard case .tcp(_, let chosen)? = port.listeningAddress, chosen != 0 else {
             throw PortError.noListener("the listening address names no chosen port")
