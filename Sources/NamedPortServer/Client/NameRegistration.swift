@@ -69,16 +69,19 @@ public final class NameRegistration: Sendable {
     /// How far the name reaches (registered again with the same scope).
     public let scope: NameScope
     private let record = Locked(Record())
+    /// The current server's process, whose connection into the port is no client's.
+    let serverPID: @Sendable () -> Int32
 
     private struct Record {
         var state = NameRegistrationState.registered
         var observers: [(loop: ThreadLoop, handler: @Sendable (NameRegistrationState) -> Void)] = []
     }
 
-    init(name: String, port: ReceivePort, scope: NameScope) {
+    init(name: String, port: ReceivePort, scope: NameScope, serverPID: @escaping @Sendable () -> Int32 = { 0 }) {
         self.name = name
         self.port = port
         self.scope = scope
+        self.serverPID = serverPID
     }
 
     /// Where the registration stands now.

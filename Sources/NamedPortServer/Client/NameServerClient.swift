@@ -244,7 +244,7 @@ public final class NameServerClient: Sendable {
 
     /// Keeps the registration of a name the server accepted.
     func recordRegistration(_ name: String, _ port: ReceivePort, _ scope: NameScope) -> NameRegistration {
-        let registration = NameRegistration(name: name, port: port, scope: scope)
+        let registration = NameRegistration(name: name, port: port, scope: scope) { [weak self] in self?.serverPID ?? 0 }
         registrations.withLock { $0.record(registration) }
         return registration
     }

@@ -43,6 +43,9 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The task awaiting an async call was cancelled: the wait ended at once, and a late
     /// answer is dropped (a lookup's port is closed).
     case cancelled
+    /// `name` is activatable (a service file names it) and was absent, and the service
+    /// started for it did not register it: `reason` says how the start failed.
+    case activationFailed(name: String, reason: NameActivationFailure)
 
     /// Why a name is refused.
     public enum InvalidNameReason: Hashable, Sendable, CustomStringConvertible {
@@ -108,6 +111,8 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "the name server at \(address) is busy: \(reason); try again later"
         case .cancelled:
             return "the waiting task was cancelled"
+        case .activationFailed(let name, let reason):
+            return "the service for '\(name)' did not start: \(reason)"
         }
     }
 }

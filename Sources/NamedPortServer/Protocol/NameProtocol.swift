@@ -40,6 +40,9 @@ package enum NameOperation: UInt32, Sendable {
     /// trailing scope field as `register`'s. A server that predates it answers a protocol
     /// error (unknown operation), and the client sends `register`.
     case registerSame = 10
+    /// [] → ok [activatable names, one string, separated by newlines]: the names the
+    /// server's service files declare (NameService+Activation.swift).
+    case activatable = 11
 }
 
 /// What a watch's port receives: the id of a one-way message, fields [name, pid, uid], and
@@ -72,6 +75,9 @@ package enum NameStatus: UInt32, Sendable {
     case busy = 10
     /// [name, node, owner pid]: another node of the cluster holds the name.
     case takenElsewhere = 11
+    /// [name, how (0 exited, 1 signalled, 2 timed out, 3 could not start), status, signal
+    /// or milliseconds, detail]: an activatable name's service did not register it.
+    case activationFailed = 12
 }
 
 /// The largest request a server takes: a register of a 255-byte name is about 300 bytes.
@@ -228,6 +234,7 @@ enum NameReply {
         case .limitExceeded(let what, let limit): (.limitExceeded, [F.string(what), F.integer(limit)])
         case .protocolError(let detail): (.badRequest, [F.string(detail)])
         case .serverBusy(_, let reason): (.busy, [F.string(reason)])
+        case .activationFailed(let name, let reason): (.activationFailed, [F.string(name)] + reason.fields)
         case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled:
             (.badRequest, [F.string(error.description)])
         }
@@ -276,6 +283,8 @@ enum NameReply {
             case .busy: return .serverBusy(address: address, reason: try fields.string())
             case .takenElsewhere:
                 return .nameTakenElsewhere(name: try fields.string(), node: try fields.string(), ownerPID: try fields.pid())
+            case .activationFailed:
+                return .activationFailed(name: try fields.string(), reason: try NameActivationFailure(&fields))
             }
         } catch {
             return error

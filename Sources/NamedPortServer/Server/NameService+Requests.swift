@@ -114,6 +114,7 @@ extension NameService {
             if lookup.withOtherNodes, let holder = directory?.holder(of: name) {
                 return answerOtherNodes(name, holder, lookup, client)
             }
+            if wantsPort, try activate(name, client, lookup, milliseconds: wait) { return }
             guard wait > 0 else { throw .notFound(name: name) }
             try addWaiter(for: name, client, lookup, milliseconds: wait)
 
@@ -151,6 +152,9 @@ extension NameService {
 
         case .status:
             answer(pending, ok(statistics.fields(counts)), client)
+
+        case .activatable:
+            answer(pending, ok([NameField.string(activatableNames.joined(separator: "\n"))]), client)
         }
     }
 
@@ -196,6 +200,7 @@ extension NameService {
                 directory.publish(owner)
             }
             answerWaiters(for: name)
+            activationRegistered(name)
         } catch {
             // Only a port this request brought is let go: a held name's stays with it.
             if brought { channel.invalidate() }
@@ -285,7 +290,7 @@ extension NameService {
         for holder in table.release(channel: channel) { notifyWatchers(.vanished, holder.owner) }
     }
 
-    private func addWaiter(
+    func addWaiter(
         for name: String, _ client: Client, _ lookup: PendingLookup, milliseconds: UInt64
     ) throws(NameServerError) {
         let id = try table.addWaiter(for: name, client: client.peer.id, lookup)
