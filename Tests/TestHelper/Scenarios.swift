@@ -21,6 +21,7 @@ let scenarios: [String: Scenario] = [
     "names-try": namesTry,
     "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
+    "names-activated": namesActivated,
     "cluster-node": clusterNode,
     "tcp-flood": tcpFlood,
     "unix-hello": unixHello,

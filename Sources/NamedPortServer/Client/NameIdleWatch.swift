@@ -7,10 +7,10 @@ import PortMessaging
 /// client connection for its interval, so that a service started on demand can exit and be
 /// started again by the next lookup.
 ///
-/// A client is a connection into the port from another process than the name server's
-/// (the server's own connection, which lookups are brokered through, does not count):
-/// each lookup of the name makes one, which lasts until the looker closes its `SendPort`
-/// or exits. So a client that holds its `SendPort` keeps the service from being idle,
+/// A client is a connection into the port that another process made: each lookup of the
+/// name makes one (the server makes it for the looker), which lasts until the looker
+/// closes its `SendPort` or exits. The connection the registration itself made for the
+/// server, which lookups are brokered through, does not count. So a client that holds its `SendPort` keeps the service from being idle,
 /// whether it sends or not, as a Binder reference keeps a lazy service alive. Lookups from
 /// the server's own process (an embedded server's) get in-process ports and are not seen.
 ///
@@ -53,23 +53,24 @@ public final class NameIdleWatch: Sendable {
         let port: ReceivePort
         let loop: ThreadLoop
         let interval: Duration
-        let serverPID: @Sendable () -> Int32
         let handler: @Sendable () -> Void
         var phase = Phase.busy([])
+        let ownPID = getpid()
         var token: UInt64?
 
-        init(port: ReceivePort, loop: ThreadLoop, interval: Duration, serverPID: @escaping @Sendable () -> Int32, handler: @escaping @Sendable () -> Void) {
+        init(port: ReceivePort, loop: ThreadLoop, interval: Duration, handler: @escaping @Sendable () -> Void) {
             self.port = port
             self.loop = loop
             self.interval = interval
-            self.serverPID = serverPID
             self.handler = handler
         }
 
         /// Takes the clients connected now and follows the port's peers. On the loop.
         func start() {
             guard case .busy = phase else { return }
-            token = port.watchPeers { [weak self] event in self?.peerEvent(event) }
+            // The port holds the watch (through its watcher) until it is cancelled or the
+            // port invalidated: its caller need not keep the `NameIdleWatch`.
+            token = port.watchPeers { event in self.peerEvent(event) }
             port.onInvalidation { [weak self, loop] _ in
                 guard let core = self else { return }
                 try? loop.perform { core.cancel() }
@@ -79,9 +80,10 @@ public final class NameIdleWatch: Sendable {
             if clients.isEmpty { becomeQuiet() }
         }
 
+        /// Whether `peer` is a client: a connection this process made (the one the
+        /// registration sent to the server) says so in its credentials, and is not.
         private func isClient(_ peer: PortPeer) -> Bool {
-            guard let pid = peer.credentials?.pid else { return true }
-            return pid != serverPID()
+            peer.credentials?.pid != ownPID
         }
 
         private func peerEvent(_ event: PeerEvent) {
@@ -108,7 +110,7 @@ public final class NameIdleWatch: Sendable {
         }
 
         private func becomeQuiet() {
-            let timer = LoopTimer(after: interval) { [weak self] _ in self?.quietEnded() }
+            let timer = LoopTimer(after: interval) { _ in self.quietEnded() }
             phase = .quiet(timer)
             try? loop.add(timer, forMode: .default)
         }
@@ -147,7 +149,7 @@ extension NameRegistration {
         guard let loop = port.loopScheduledOn else {
             throw .system(operation: "watch '\(name)' for idleness: its port is not scheduled on a loop", errno: EINVAL)
         }
-        let core = NameIdleWatch.Core(port: port, loop: loop, interval: max(interval, .zero), serverPID: serverPID, handler: handler)
+        let core = NameIdleWatch.Core(port: port, loop: loop, interval: max(interval, .zero), handler: handler)
         if loop.isCurrent { core.start() } else { try? loop.perform { core.start() } }
         return NameIdleWatch(core: core, loop: loop)
     }
