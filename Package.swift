@@ -54,6 +54,10 @@ let package = Package(
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
+        // The smallest PortKit service: what names.activation starts on demand.
+        .executableTarget(
+            name: "portkit-bench-service", dependencies: ["NamedPortServer"],
+            path: "Benchmarks/service", swiftSettings: strict),
 
         // The name server daemon and its command-line client.
         .executableTarget(name: "portnamed", dependencies: ["NamedPortServer", "PortCluster", "CPortKitSystem"], swiftSettings: strict),
