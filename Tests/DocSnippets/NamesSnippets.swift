@@ -27,4 +27,16 @@ enum NamesSnippets {
         _ = names
         _ = registration
     }
+
+    /// The document's snippet number 3 (counting snippets and tables).
+    static func snippet3() async throws {
+        let port = ReceivePort()
+        let names = try NameServerClient.blockingConnect()
+        try port.schedule(on: .current) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
+        let name = String(cString: getenv("PORTKIT_ACTIVATION_NAME"))
+        try names.blockingRegister(name, port: port).onIdle(after: .seconds(30)) { exit(0) }
+        _ = port
+        _ = names
+        _ = name
+    }
 }
