@@ -33,10 +33,11 @@ enum NamesSnippets {
         let port = ReceivePort()
         let names = try NameServerClient.blockingConnect()
         try port.schedule(on: .current) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
-        let name = String(cString: getenv("PORTKIT_ACTIVATION_NAME"))
-        try names.blockingRegister(name, port: port).onIdle(after: .seconds(30)) { exit(0) }
+        let registration = try names.blockingRegister("org.example.db", port: port)
+        // Idle for 30 s: stop the loop, and the program ends; the next lookup starts it again.
+        try registration.onIdle(after: .seconds(30)) { ThreadLoop.current.stop() }
         _ = port
         _ = names
-        _ = name
+        _ = registration
     }
 }

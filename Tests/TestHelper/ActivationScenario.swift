@@ -33,15 +33,17 @@ import PortMessaging
         if let idle = option("--idle", arguments).flatMap(Double.init) {
             try registration.onIdle(after: .milliseconds(Int64(idle * 1000))) { exit(0) }
         }
-        try loop.add(LoopSource(perform: {}), forMode: .default)
-        withExtendedLifetime(client) {
-            while true { _ = try? loop.run() }
-        }
+        try serveForever(loop, keeping: client)
     } catch {
         say("error \(error)")
         return 1
     }
-    return 0
+}
+
+/// Runs `loop` until the process is killed, keeping `client` (and its names) alive.
+func serveForever(_ loop: ThreadLoop, keeping client: NameServerClient) throws -> Never {
+    try loop.add(LoopSource(perform: {}), forMode: .default)
+    while true { withExtendedLifetime(client) { _ = try? loop.run() } }
 }
 
 /// The value after `flag` in `arguments`, if any.

@@ -80,15 +80,11 @@ import PortKitTestSupport
         }
         try client.blockingRegister(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
         say("serving \(name) \(pid)")
-        try loop.add(LoopSource(perform: {}), forMode: .default)
-        withExtendedLifetime(client) {
-            while true { _ = try? loop.run() }
-        }
+        try serveForever(loop, keeping: client)
     } catch {
         say("error \(error)")
         return 1
     }
-    return 0
 }
 
 /// `names-request ADDRESS NAME TEXT WAIT_SECONDS`: looks NAME up (waiting up to

@@ -93,11 +93,7 @@ final class ActivationFixture: Sendable {
             throw BenchmarkError.notMeasurable(
                 "no \(Self.servicePath) (swift build -c release --product portkit-bench-service, or PORTKIT_BENCH_SERVICE)")
         }
-        var template = Array("/tmp/portkit-bench-activation-XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            throw BenchmarkError.lastSystemError("mkdtemp")
-        }
-        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        directory = try BenchFiles.temporaryDirectory("portkit-bench-activation")
         guard mkdir(directory + "/services", 0o700) == 0 else { throw BenchmarkError.lastSystemError("mkdir") }
         let name = NameActivationBenchmarks.name
         try BenchFiles.write("Name=\(name)\nExec=\(Self.servicePath)\n", to: "\(directory)/services/\(name).service")

@@ -1,9 +1,9 @@
 /// Splits an `Exec=` line into words, the way a shell would for the simple cases and
 /// with no expansion at all:
 /// - words are separated by spaces or tabs;
-/// - `"…"` groups a word with spaces; inside it `\"` is a quote and `\\` a backslash;
-/// - `'…'` groups a word taken literally (no escape inside);
-/// - outside quotes, `\` takes the next character literally (`\ ` is a space in a word).
+/// - `"…"` groups a word with spaces; `'…'` too, taken literally (no escape inside);
+/// - a backslash outside single quotes takes the next character literally (`\"`, `\\`,
+///   `\ `, a space in a word).
 ///
 /// No variables, globs, `~` or `%` specifiers are expanded; an unterminated quote or a
 /// trailing backslash is refused.

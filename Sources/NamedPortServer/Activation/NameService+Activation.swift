@@ -138,7 +138,16 @@ extension NameService {
     /// A process the server started has ended: it is reaped, and a start still waiting
     /// for it fails (a `systemctl start` that succeeded leaves the wait to the unit).
     private func processEnded(_ pid: pid_t) {
-        guard let process = activation.processes[pid], let end = try? process.child.reapIfEnded() else { return }
+        guard let process = activation.processes[pid] else { return }
+        let end: ChildEnd?
+        do {
+            // The pidfd reads ready only once the process has ended.
+            guard let ended = try process.child.reapIfEnded() else { return }
+            end = ended
+        } catch {
+            // ECHILD: the host program reaped it (waitpid(-1) in its own SIGCHLD handler).
+            end = nil
+        }
         activation.processes.removeValue(forKey: pid)
         process.source?.invalidate()
         try? process.descriptor.close()
@@ -148,8 +157,9 @@ extension NameService {
         activation.starting.removeValue(forKey: process.name)
         start.timer?.invalidate()
         switch end {
-        case .exited(let status): failStart(process.name, .exited(status: status))
-        case .signalled(let signal): failStart(process.name, .signalled(signal: signal))
+        case .exited(let status)?: failStart(process.name, .exited(status: status))
+        case .signalled(let signal)?: failStart(process.name, .signalled(signal: signal))
+        case nil: failStart(process.name, .couldNotStart(reason: "process \(pid) ended, reaped by another part of the program"))
         }
     }
 

@@ -137,7 +137,7 @@ extension NameRegistration {
     ///
     /// ```swift
     /// let registration = try names.blockingRegister("example.idle", port: port)
-    /// registration.onIdle(after: .seconds(30)) { exit(0) }   // started again by the next lookup
+    /// try registration.onIdle(after: .seconds(30)) { exit(0) }   // started again by the next lookup
     /// ```
     /// - Parameters:
     ///   - interval: how long without a client counts as idle.

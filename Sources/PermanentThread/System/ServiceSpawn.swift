@@ -40,14 +40,10 @@ extension SpawnedChild {
     package static func spawnService(
         _ executable: String, arguments: [String], environment: [String]
     ) throws(Errno) -> SpawnedChild {
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
         var pid: pid_t = 0
-        let status = portkit_spawn_service(&pid, executable, argv, envp)
+        let status = withSpawnArguments(executable, arguments, environment) { argv, envp in
+            portkit_spawn_service(&pid, executable, argv, envp)
+        }
         guard status == 0 else { throw Errno(rawValue: status) }
         return SpawnedChild(pid: pid)
     }
@@ -68,4 +64,19 @@ extension SpawnedChild {
         let reaped = try valueOrErrno(.waitpid) { waitpid(pid, &status, WNOHANG) }.get()
         return reaped == pid ? ChildEnd(waitStatus: status) : nil
     }
+}
+
+/// Calls `body` with `executable` and `arguments` as a C argument vector and `environment`
+/// as a C environment, both ending in a null pointer, valid for the call only.
+func withSpawnArguments<R>(
+    _ executable: String, _ arguments: [String], _ environment: [String],
+    _ body: ([UnsafeMutablePointer<CChar>?], [UnsafeMutablePointer<CChar>?]) -> R
+) -> R {
+    let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp = environment.map { strdup($0) } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    return body(argv, envp)
 }
