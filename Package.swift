@@ -17,6 +17,7 @@ let package = Package(
         .executable(name: "port-child-checkin", targets: ["port-child-checkin"]),
         .executable(name: "portkit-bench", targets: ["portkit-bench"]),
         .executable(name: "portnamed", targets: ["portnamed"]),
+        .executable(name: "portnamed-cluster", targets: ["portnamed-cluster"]),
         .executable(name: "portname", targets: ["portname"]),
         .executable(name: "distributed-actors", targets: ["distributed-actors"]),
     ],
@@ -59,8 +60,12 @@ let package = Package(
             name: "portkit-bench-service", dependencies: ["NamedPortServer"],
             path: "Benchmarks/service", swiftSettings: strict),
 
-        // The name server daemon and its command-line client.
-        .executableTarget(name: "portnamed", dependencies: ["NamedPortServer", "PortCluster", "CPortKitSystem"], swiftSettings: strict),
+        // The name server daemon and its command-line client. The daemon's code is NameDaemon;
+        // portnamed-cluster is the daemon with the cluster layer, which portnamed becomes when
+        // given cluster options, so a daemon without a cluster never loads it (or OpenSSL).
+        .target(name: "NameDaemon", dependencies: ["NamedPortServer", "CPortKitSystem"], swiftSettings: strict),
+        .executableTarget(name: "portnamed", dependencies: ["NameDaemon"], swiftSettings: strict),
+        .executableTarget(name: "portnamed-cluster", dependencies: ["NameDaemon", "PortCluster"], swiftSettings: strict),
         .executableTarget(name: "portname", dependencies: ["NamedPortServer", "PortCluster"], swiftSettings: strict),
         // A named-port server and its client, as two programs.
         .executableTarget(
@@ -130,7 +135,7 @@ let package = Package(
         .testTarget(
             name: "PortClusterTests",
             dependencies: [
-                "PortCluster", "PermanentThread", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portname",
+                "PortCluster", "PermanentThread", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portnamed-cluster", "portname",
                 "cluster-two-nodes",
             ],
             swiftSettings: strict),
@@ -138,7 +143,7 @@ let package = Package(
             name: "PortActorsTests",
             dependencies: [
                 "PortActors", "PortActorsTestActors", "PortCluster", "PortKitTestSupport", "portkit-test-helper",
-                "portactors-test-helper", "portnamed",
+                "portactors-test-helper", "portnamed", "portnamed-cluster",
                 "distributed-actors",
             ],
             swiftSettings: strict),

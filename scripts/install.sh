@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds portnamed and portname for release and installs them with their manual pages,
-# shell completion and systemd units.
+# Builds portnamed (and portnamed-cluster, which it becomes in cluster mode) and portname
+# for release and installs them with their manual pages, shell completion and systemd
+# units.
 #
 #   scripts/install.sh [--prefix PREFIX] [--destdir DESTDIR] [--no-build]
 #
@@ -11,7 +12,7 @@
 # --no-build installs what an earlier run built.
 #
 # What goes where (PREFIX-relative):
-#   bin/portnamed, bin/portname
+#   bin/portnamed, bin/portnamed-cluster, bin/portname
 #   share/man/man1/portname.1, share/man/man8/portnamed.8
 #   share/bash-completion/completions/portname (and portnamed, a link to it)
 #   share/zsh/site-functions/_portname
@@ -45,14 +46,14 @@ prefix=${prefix%/}
 # --product B` builds only B.
 scratch=.build/install
 if [ $build = yes ]; then
-    for product in portnamed portname; do
+    for product in portnamed portnamed-cluster portname; do
         swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product"
     done
 fi
 bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
 
 root=$destdir$prefix
-install -Dm755 "$bin/portnamed" "$bin/portname" -t "$root/bin/"
+install -Dm755 "$bin/portnamed" "$bin/portnamed-cluster" "$bin/portname" -t "$root/bin/"
 install -Dm644 docs/man/portname.1 -t "$root/share/man/man1/"
 install -Dm644 docs/man/portnamed.8 -t "$root/share/man/man8/"
 install -Dm644 Packaging/completion/portname.bash "$root/share/bash-completion/completions/portname"

@@ -38,7 +38,7 @@ _portname() {
         [[ $prev == --wait ]] && return
         COMPREPLY=($(compgen -W "--wait --json --help $(_portname_names)" -- "$cur")) ;;
     watch) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
-    serve) COMPREPLY=($(compgen -W "--echo --cluster --json --help" -- "$cur")) ;;
+    serve) COMPREPLY=($(compgen -W "--echo --cluster --queue --replace --replaceable --json --help" -- "$cur")) ;;
     send)
         [[ $prev == --id || $prev == --timeout ]] && return
         COMPREPLY=($(compgen -W "--id --timeout --json --help $(_portname_names)" -- "$cur")) ;;

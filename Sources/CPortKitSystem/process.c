@@ -2,11 +2,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include "portkit_process.h"
-
-int portkit_pidfd_open(pid_t pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 
 int portkit_spawn_service(pid_t *pid, const char *path, char *const argv[], char *const envp[]) {
     posix_spawn_file_actions_t actions;

@@ -2,9 +2,14 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <poll.h>
 #include "CPortKitSystem.h"
 
 int portkit_gettid(void) { return (int)gettid(); }
+
+int portkit_ppoll(struct pollfd *fds, unsigned long count, const struct timespec *timeout) {
+    return ppoll(fds, (nfds_t)count, timeout, NULL);
+}
 
 int portkit_set_thread_name(const char *name) {
     char shortened[16];
@@ -219,3 +224,29 @@ int portkit_allowed_cpu_count(void) {
 // MARK: - The System layer's fault seam (tests only)
 
 int portkit_fault_seam_rule_count = 0;
+
+#include <sys/syscall.h>
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int portkit_peer_pidfd(int fd) {
+    int pidfd = -1;
+    socklen_t len = sizeof(pidfd);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &len) != 0) return -1;
+    return pidfd;
+}
+
+int portkit_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int portkit_pidfd_alive(int pidfd) {
+    struct pollfd p = { .fd = pidfd, .events = POLLIN, .revents = 0 };
+    int n = poll(&p, 1, 0);
+    if (n < 0) return -1;
+    return n == 0 ? 1 : 0;
+}

@@ -71,6 +71,10 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The task awaiting an async request was cancelled: the wait ended at once, and a reply
     /// that comes later is dropped. The request may have been delivered (and handled).
     case cancelled
+    /// The listening port refused the connection: its `PeerRequirement` did not admit this
+    /// process (`ReceivePort.requirePeers(_:)`); `reason` says which rule failed. Nothing
+    /// sent on the connection was delivered, and it is closed.
+    case refusedByPeer(reason: String)
 
     /// A one-line explanation.
     public var description: String {
@@ -100,6 +104,7 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .handshakeFailed(let address, let reason): "secured connection to \(address) refused: \(reason)"
         case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
         case .cancelled: "the waiting task was cancelled"
+        case .refusedByPeer(let reason): "the listening port refused this process: \(reason)"
         }
     }
 

@@ -153,6 +153,8 @@ final class PortListener: Sendable {
                     beginHandshake(accepted, securedBy: streamSecurity, into: port)
                 } else if isTCP {
                     try? port.adoptTCPConnection(accepted)
+                } else if port.refuses(accepted) {
+                    continue
                 } else if let connection = try? port.adoptAccepted(accepted) {
                     fresh.append(connection)
                 }

@@ -26,7 +26,9 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// subject); `nil` for every other connection.
     public let remoteIdentity: String?
     private let connected = Atomic<Bool>(true)
-    private let ending: @Sendable () -> Void
+    /// The peer's connection while its port holds it (found by identity: no weak
+    /// reference, which would give every connection a side table).
+    private let finding: @Sendable () -> Connection?
     /// A message begun and not finished: since when (nanoseconds after `epoch`; 0: none),
     /// and how many bytes of it wait. Atomics, not a lock: a peer is made per connection.
     private let partialSince = Atomic<Int64>(0)
@@ -37,14 +39,19 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
 
     init(
         credentials: SenderCredentials?, remoteAddress: String? = nil, remoteIdentity: String? = nil,
-        disconnect: @escaping @Sendable () -> Void
+        connection finding: @escaping @Sendable () -> Connection?
     ) {
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         self.credentials = credentials
         self.remoteAddress = remoteAddress
         self.remoteIdentity = remoteIdentity
-        self.ending = disconnect
+        self.finding = finding
     }
+
+    /// A pidfd of the peer's process, which the caller closes: what a peer requirement
+    /// reads the peer's executable through. `nil` once disconnected, over TCP or pipes, or
+    /// when the kernel gives none.
+    package func processHandle() -> ProcessHandle? { isConnected ? finding()?.peerProcess() : nil }
 
     /// Whether the connection is still open.
     public var isConnected: Bool { connected.load(ordering: .acquiring) }
@@ -54,7 +61,7 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// Safe from any thread, and more than once.
     public func disconnect() {
         guard isConnected else { return }
-        ending()
+        finding()?.close(.invalidPort)
     }
 
     /// Since when part of a message from the peer waits for its rest, if one does.

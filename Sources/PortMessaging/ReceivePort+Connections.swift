@@ -50,7 +50,7 @@ extension ReceivePort {
             credentials: connection.remoteCredentials, remoteAddress: connection.remoteAddress,
             remoteIdentity: connection.remoteIdentity
         ) { [weak self] in
-            self?.state.withLock { $0.connections[identity] }?.close(.invalidPort)
+            self?.state.withLock { $0.connections[identity] }
         }
         connection.attach(peer)
         connection.onClose { [weak self] reason in
@@ -90,7 +90,7 @@ extension ReceivePort {
                 message.replyPort ?? SendPort(connection: connection), id: message.id, sender: message.sender, handler: handler)
         case .request:
             handler.handle(message, answer: .connection(connection, sequence))
-        case .message, .reply, .adoptConnection, .limits, .noReply:
+        case .message, .reply, .adoptConnection, .limits, .noReply, .refused:
             handler.handle(message, answer: nil)
         }
     }

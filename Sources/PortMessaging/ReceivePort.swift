@@ -122,6 +122,8 @@ public final class ReceivePort: Sendable {
         /// Whether the port's connections and listener are out of the loop's modes because
         /// its iteration (`messages`) holds as much as it may, or has ended.
         var readingPaused = false
+        /// Whom the listener admits (`requirePeers`); `nil`: every peer.
+        var peerRequirement: PeerRequirement?
     }
 
     /// Makes a port.

@@ -9,7 +9,8 @@ extension SendPort {
     /// the receiving port's loop in-process; for a connection to another process, the loop
     /// of the port the connection is bound to, else one shared thread of the process
     /// (`portkit-replies`, started by the first async request that needs it), which then
-    /// reads that connection from then on. The receive timeout is a timer on that loop.
+    /// reads that connection from then on. The receive timeout is a timer on that loop (one
+    /// per connection, at its earliest deadline: a stream of requests arms it once).
     ///
     /// **Cancellation.** Cancelling the task ends the wait at once (within the cancelling
     /// thread's call) with `PortError.cancelled`; a task cancelled before the call sends
@@ -46,7 +47,7 @@ extension SendPort {
             let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
             // The receive timeout counts from when the request is sent.
             let sent = waited ? ContinuousClock.now : start
-            Self.timeOut(waiter, after: receiveTimeout, from: sent, on: { () throws(PortError) in try connection.replyLoop() })
+            connection.timeOut(sequence, waiter, after: receiveTimeout, from: sent)
             return try await waiter.outcome().get()
         }
     }

@@ -54,7 +54,7 @@ extension SendPort {
                 return
             }
             let sent = waited ? ContinuousClock.now : start
-            Self.timeOut(waiter, after: receiveTimeout, from: sent, on: { () throws(PortError) in try connection.replyLoop() })
+            connection.timeOut(registered, waiter, after: receiveTimeout, from: sent)
         }
     }
 }

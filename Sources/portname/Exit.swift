@@ -22,12 +22,12 @@ struct Exit: Error {
 
     init(_ error: NameServerError) {
         switch error {
-        case .notFound, .nameTaken, .nameTakenElsewhere, .notOwner, .permissionDenied, .limitExceeded: status = 1
+        case .notFound, .nameTaken, .nameTakenElsewhere, .notOwner, .permissionDenied, .limitExceeded, .peerRequirementNotMet: status = 1
         case .invalidName: status = 2
         case .timedOut: status = 3
         case .serverUnavailable: status = 5
         case .connectionLost: status = 5
-        case .addressInUse, .protocolError, .system, .untrustedServer, .serverBusy, .cancelled: status = 1
+        case .addressInUse, .protocolError, .system, .untrustedServer, .serverBusy, .cancelled, .requirementCannotTravel: status = 1
         case .activationFailed: status = 1
         }
         message = "\(error)"

@@ -11,7 +11,7 @@ enum Verb: String, CaseIterable {
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
         case .status: return "status [--json]"
-        case .serve: return "serve NAME [--echo] [--cluster] [--json]"
+        case .serve: return "serve NAME [--echo] [--cluster] [--queue | --replace] [--replaceable] [--json]"
         case .send: return "send NAME [--id N] [--timeout SECONDS] [--json] [TEXT]"
         }
     }
@@ -74,13 +74,18 @@ enum Verb: String, CaseIterable {
                 until killed; the name is released when it exits. When the name server
                 restarts, it reconnects and registers NAME again (said on stderr). With
                 --cluster, at a server that is a cluster's node, NAME is published to every
-                node (else it stays on this host). With --json, one object per line:
+                node (else it stays on this host). With --queue, a NAME another process
+                holds is waited for as a standby: it prints "queued for NAME", then
+                "serving NAME" when the owner goes (standbys take over in the order they
+                queued). With --replaceable, a later "serve NAME --replace" may take NAME
+                (this one then exits 1); --replace takes NAME from such an owner.
+                With --json, one object per line: {"event": "queued", ...} while queued,
                 {"event": "serving", "name": NAME, "pid": PID} once registered, then
                 {"event": "server_lost", "name": NAME} when the name server goes and
                 {"event": "serving_again", "name": NAME, "pid": PID, "server_pid": PID}
                 when NAME is registered again.
                 Exit status: 1 name taken (also by another process while the server was
-                away, or by another node); 2 invalid name; 5 no server.
+                away, by another node, or by a --replace); 2 invalid name; 5 no server.
                 """
         case .send:
             return """

@@ -8,6 +8,7 @@ enum PortCommands {
         let name = try validName(options.positional[0])
         let echo = options.flags.contains("--echo")
         let scope: NameScope = options.flags.contains("--cluster") ? .cluster : .host
+        let ifTaken = try takenNamePolicy(options)
         let loop = ThreadLoop.current
         // The loop that serves the port also watches the server: across a restart of the
         // server the name is registered again.
@@ -22,12 +23,12 @@ enum PortCommands {
         }
         let registration: NameRegistration
         do {
-            registration = try client.blockingRegister(name, port: port, scope: scope)
+            registration = try client.blockingRegister(
+                name, port: port, scope: scope, ifTaken: ifTaken, replaceable: options.flags.contains("--replaceable"))
         } catch {
             throw Exit(error)
         }
         let json = options.wantsJSON
-        say(json ? servingLine("serving", name: name, pid: Int(getpid())) : "serving \(name)")
         registration.onStateChange(on: loop) { state in
             switch state {
             case .serverLost:
@@ -36,14 +37,25 @@ enum PortCommands {
             case .registeredAgain:
                 if json { say(servingLine("serving_again", name: name, pid: Int(getpid()), serverPID: Int(client.serverPID))) }
                 sayError("serving \(name) again (name server pid \(client.serverPID))")
+            case .registered:
+                // A standby that took the name over.
+                say(json ? servingLine("serving", name: name, pid: Int(getpid())) : "serving \(name)")
+            case .queued:
+                if json { say(servingLine("queued", name: name, pid: Int(getpid()))) }
             case .takenByAnother(let pid):
-                sayError("'\(name)' was taken by process \(pid) while the name server was away")
+                sayError("'\(name)' was taken by process \(pid)")
                 exit(1)
             case .failed(let error):
                 sayError("cannot register '\(name)' again: \(error)")
                 exit(1)
-            case .registered, .released: break
+            case .released: break
             }
+        }
+        // Said once the handler is in place, so that a standby's takeover is said too.
+        if registration.state == .queued {
+            say(json ? servingLine("queued", name: name, pid: Int(getpid())) : "queued for \(name)")
+        } else {
+            say(json ? servingLine("serving", name: name, pid: Int(getpid())) : "serving \(name)")
         }
         // Nothing signals this source: it keeps the run going whatever the port does.
         try? loop.add(LoopSource(perform: {}), forMode: .default)
@@ -98,5 +110,16 @@ enum PortCommands {
         if let pid { line.add("pid", pid) }
         if let serverPID { line.add("server_pid", serverPID) }
         return line.text
+    }
+}
+
+/// What `serve` does when the name is taken: `--queue` waits behind its owner, `--replace`
+/// takes it from an owner that allowed it; fail otherwise.
+private func takenNamePolicy(_ options: Options) throws(Exit) -> TakenNamePolicy {
+    switch (options.flags.contains("--queue"), options.flags.contains("--replace")) {
+    case (true, true): throw .usage("--queue and --replace exclude each other", verb: .serve)
+    case (true, false): return .queue
+    case (false, true): return .replace
+    case (false, false): return .fail
     }
 }

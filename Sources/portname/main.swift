@@ -38,7 +38,7 @@ func run(_ arguments: [String]) throws(Exit) {
     case .status: options = try Options(rest, verb: verb, flags: ["--json"])
     case .lookup: options = try Options(rest, verb: verb, valued: ["--wait"], flags: ["--json"])
     case .watch: options = try Options(rest, verb: verb, flags: ["--json"])
-    case .serve: options = try Options(rest, verb: verb, flags: ["--echo", "--cluster", "--json"])
+    case .serve: options = try Options(rest, verb: verb, flags: ["--echo", "--cluster", "--json", "--queue", "--replaceable", "--replace"])
     case .send: options = try Options(rest, verb: verb, valued: ["--id", "--timeout"], flags: ["--json"])
     }
     if options.wantsHelp { return say(Help.verb(verb)) }

@@ -32,6 +32,32 @@ enum NamesSnippets {
     static func snippet3() async throws {
         let port = ReceivePort()
         let names = try NameServerClient.blockingConnect()
+        let standby = try names.blockingRegister("db", port: port, ifTaken: .queue)
+        print(standby.state)                       // queued, while another process holds "db"
+        standby.onStateChange { state in print("db: \(state)") }   // registered, when it goes
+        _ = port
+        _ = names
+        _ = standby
+    }
+
+    /// The document's snippet number 4 (counting snippets and tables).
+    static func snippet4() async throws {
+        let port = ReceivePort()
+        let names = try NameServerClient.blockingConnect()
+        try names.blockingRegister("db", port: port, requiring: .sameUser.and(.executable("/usr/bin/db-client")))
+
+        let listening = ReceivePort()
+        listening.requirePeers(.gids([100]))
+        try listening.listen(at: .path("/run/user/1000/db.sock"))
+        _ = port
+        _ = names
+        _ = listening
+    }
+
+    /// The document's snippet number 5 (counting snippets and tables).
+    static func snippet5() async throws {
+        let port = ReceivePort()
+        let names = try NameServerClient.blockingConnect()
         try port.schedule(on: .current) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
         let registration = try names.blockingRegister("org.example.db", port: port)
         // Idle for 30 s: stop the loop, and the program ends; the next lookup starts it again.

@@ -55,13 +55,41 @@ struct PortRegistryTests {
         #expect(registry.lookup("other") == nil)
     }
 
+    @Test func standbysTakeTheNameInTheOrderTheyQueuedAndAReplaceableHolderGivesWay() throws {
+        let registry = PortRegistry()
+        let owner = ReceivePort(), first = ReceivePort(), second = ReceivePort(), taker = ReceivePort()
+        let (ownerPort, firstPort, secondPort) = (owner.makeSendPort(), first.makeSendPort(), second.makeSendPort())
+        #expect(try registry.register(ownerPort, as: "db") == .registered)
+        #expect(try registry.register(firstPort, as: "db", ifTaken: .queue, replaceable: true) == .queued)
+        #expect(try registry.register(secondPort, as: "db", ifTaken: .queue) == .queued)
+        #expect(registry.lookup("db") === ownerPort)
+        // The holder's port dies: the first standby holds the name at the next read.
+        owner.invalidate()
+        #expect(registry.lookup("db") === firstPort)
+        // Replaceable: a replace takes it, and the second standby still waits behind.
+        #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
+            try registry.register(taker.makeSendPort(), as: "db")
+        }
+        let takerPort = taker.makeSendPort()
+        #expect(try registry.register(takerPort, as: "db", ifTaken: .replace) == .registered)
+        #expect(registry.lookup("db") === takerPort)
+        #expect(throws: NameServerError.nameTaken(name: "db", ownerPID: getpid())) {
+            try registry.register(first.makeSendPort(), as: "db", ifTaken: .replace)
+        }
+        registry.remove("db", ifHolding: takerPort)
+        #expect(registry.lookup("db") === secondPort)
+        registry.remove("db")
+        #expect(registry.lookup("db") == nil)
+        for port in [first, second, taker] { port.invalidate() }
+    }
+
     @Test func aLookupWaitsForTheNameFromAnotherThread() throws {
         let registry = PortRegistry()
         let receiver = ReceivePort()
         let registered = ConditionLock(false)
         let thread = Thread {
             _ = registered.wait(until: .now + .seconds(20)) { $0 ? true : nil }
-            try? registry.register(receiver.makeSendPort(), as: "late")
+            _ = try? registry.register(receiver.makeSendPort(), as: "late")
         }
         thread.start()
         registered.withLock { $0 = true }
@@ -77,7 +105,7 @@ struct PortRegistryTests {
         let registry = PortRegistry()
         let receivers = (0..<64).map { _ in ReceivePort() }
         DispatchQueue.concurrentPerform(iterations: 64) { index in
-            try? registry.register(receivers[index].makeSendPort(), as: "t.\(index)")
+            _ = try? registry.register(receivers[index].makeSendPort(), as: "t.\(index)")
             _ = registry.lookup("t.\((index + 1) % 64)")
         }
         #expect(registry.names.count == 64)

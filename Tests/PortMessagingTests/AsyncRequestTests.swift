@@ -170,6 +170,46 @@ struct AsyncRequestTests {
         }
     }
 
+    /// A connection's async requests share one deadline timer, armed at the earliest
+    /// deadline: a request with a short time-out sent while one with a long time-out waits
+    /// still ends at its own deadline, long before the other's; answered requests leave
+    /// nothing behind that ends a later one early; the long one ends with its reply.
+    @Test func requestsOnOneConnectionEachEndAtTheirOwnDeadline() async throws {
+        let fixture = try AsyncFixture()
+        defer { fixture.stop() }
+        try await fixture.run {
+            let kept = Locked<[PendingReply]>([])
+            try fixture.port.schedule(on: fixture.loop, deferringReplies: { message, pending in
+                guard let pending else { return }
+                // Request 1 is answered at once; the others are kept unanswered.
+                if message.id == 1 { pending.reply(Message(id: 1)) } else { kept.withLock { $0.append(pending) } }
+            })
+            let sendPort = try AsyncRoute.socket.sendPort(to: fixture.port)
+            let outcomes = await fixture.onTasks { () async -> (answered: [UInt32], long: Result<Message, PortError>, short: Duration) in
+                var answered: [UInt32] = []
+                // Answered requests, each with a deadline the timer is armed for.
+                for _ in 0..<20 {
+                    if let reply = try? await sendPort.request(Message(id: 1), receiveTimeout: .seconds(300)) { answered.append(reply.id) }
+                }
+                let long = Task(executorPreference: fixture.tasks) { () async -> Result<Message, PortError> in
+                    await Result { () async throws(PortError) in try await sendPort.request(Message(id: 2), receiveTimeout: .seconds(300)) }
+                }
+                let start = ContinuousClock.now
+                let short = await Result { () async throws(PortError) in try await sendPort.request(Message(id: 3), receiveTimeout: .milliseconds(200)) }
+                let shortTook = start.duration(to: .now)
+                #expect(short.error == .receiveTimedOut)
+                // The long request is still waiting: answer it now.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while ContinuousClock.now < deadline, kept.withLock({ $0.count }) < 2 { await Task.yield() }
+                for pending in kept.withLock({ $0 }) where pending.requestID == 2 { pending.reply(Message(id: 2)) }
+                return (answered, await long.value, shortTook)
+            }
+            #expect(outcomes.answered == Array(repeating: 1, count: 20))
+            #expect((try? outcomes.long.get())?.id == 2)
+            #expect(outcomes.short < .seconds(60))
+        }
+    }
+
     /// To a child process whose connection its boss port took (a check-in), the boss's
     /// loop reads the replies: a hundred requests waiting at once from one thread's tasks
     /// each get their own echo.

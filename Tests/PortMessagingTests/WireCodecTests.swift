@@ -174,7 +174,7 @@ private let badFrames: [BadFrame] = [
     BadFrame(name: "bad magic in the first byte alone", bytes: [0x00], error: .badMagic),
     BadFrame(name: "unknown version 2", bytes: rawHeader(version: 2, length: 32), error: .unsupportedVersion(2)),
     BadFrame(name: "version 0", bytes: rawHeader(version: 0, length: 32), error: .unsupportedVersion(0)),
-    BadFrame(name: "unknown kind", bytes: rawHeader(kind: 7, length: 32), error: .unknownKind(7)),
+    BadFrame(name: "unknown kind", bytes: rawHeader(kind: 8, length: 32), error: .unknownKind(8)),
     BadFrame(name: "unknown flags", bytes: rawHeader(flags: 0x0104, length: 32), error: .unknownFlags(0x0104)),
     BadFrame(name: "length shorter than the header", bytes: rawHeader(length: 31), error: .invalidLength(31)),
     BadFrame(name: "oversized length, reported before the missing body",

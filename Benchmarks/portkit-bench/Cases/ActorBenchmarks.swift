@@ -6,8 +6,11 @@ import PortMessaging
 
 /// Distributed actors against the ports they travel on: a remote actor call with a small
 /// struct argument and result, against a request of about the same bytes on a looked-up
-/// port (`names.call`'s path, blocking and async), and against a call of the same actor
-/// when it is local (the hop to its permanent thread and back).
+/// port (`names.call`'s path, blocking and async), against a call of the same actor
+/// when it is local (the hop to its permanent thread and back), and against the two floors
+/// any distributed call over a socket stands on: an awaited request between threads over
+/// a bare socket pair (`raw-async`), and the toolchain's distributed runtime with a function
+/// call for its transport (`distributed-runtime`).
 enum ActorBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         let call = call(count: scale.count(2000, quick: 100))
@@ -60,6 +63,19 @@ enum ActorBenchmarks: BenchmarkFamily {
                         client.close()
                         fixture.stop()
                     })
+            },
+            // The floors of a distributed call: an awaited request between threads over a
+            // bare socket pair, and the toolchain's distributed runtime with no transport.
+            BenchmarkImpl("raw-async") {
+                let requester = try RawAsyncRequester(requestSize: requestSize, replySize: replySize)
+                let request = [UInt8](repeating: 7, count: requestSize)
+                return .init(measure: { try timeCalls(count) { _ = await requester.request(request) } }, stop: requester.stop)
+            },
+            BenchmarkImpl("distributed-runtime") {
+                let system = LoopbackActorSystem()
+                system.served.withLock { $0 = LoopbackActor(actorSystem: system) }
+                let remote = try LoopbackActor.resolve(id: 1, using: system)
+                return .init(measure: { try timeCalls(count) { _ = try await remote.move(point) } })
             },
             BenchmarkImpl("local-actor") {
                 let fixture = try ActorFixture()

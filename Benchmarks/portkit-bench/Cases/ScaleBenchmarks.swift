@@ -21,6 +21,7 @@ enum ScaleBenchmarks: BenchmarkFamily {
             names.pinned(.together, as: "scale.names-same-cpu"),
             clients(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
             clientsLatency(sizes: clientCounts, lookups: scale.count(2000, quick: 100)),
+            idleServer(),
             idleConnections(clients: scale.count(1000, quick: 100)),
             idleConnectionsRounds(clients: scale.count(1000, quick: 100), rounds: 3),
         ]

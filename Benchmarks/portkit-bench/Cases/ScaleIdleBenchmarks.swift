@@ -16,6 +16,26 @@ extension ScaleBenchmarks {
     /// How long a server may take to see a round's clients come or go.
     static let idleClientsTimeout = Duration.seconds(60)
 
+    // MARK: scale.idle-server
+
+    /// `scale.idle-server`: a server's resident set, in KiB, once it accepts connections and
+    /// has settled, before any client: what running it costs a host. The `portnamed` is this
+    /// build's (the Swift runtime linked as shared libraries); `PORTKIT_PORTNAMED` names
+    /// another, such as the installed one (`scripts/install.sh`: the runtime linked in, of
+    /// which only the pages used are resident).
+    static func idleServer() -> BenchmarkCase {
+        BenchmarkCase(name: "scale.idle-server", unit: "KiB", impls: idleServers.map { server in
+            BenchmarkImpl(server.name) {
+                try server.start().stop()
+                return .init(measure: {
+                    let running = try server.start()
+                    defer { running.stop() }
+                    return Double(try ProcessProbe.settledResidentKiB(of: running.pid))
+                })
+            }
+        })
+    }
+
     // MARK: scale.idle-connections
 
     /// `scale.idle-connections`: how much the server's resident set grows per idle client

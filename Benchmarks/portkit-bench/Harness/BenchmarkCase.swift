@@ -9,6 +9,11 @@ struct BenchmarkCase {
     let unit: String
     /// The implementations, the PortKit one (named `portkit`) first by convention.
     let impls: [BenchmarkImpl]
+
+    /// The case with only the impls named in `names`.
+    func keeping(_ names: [String]) -> BenchmarkCase {
+        BenchmarkCase(name: name, unit: unit, impls: impls.filter { names.contains($0.name) })
+    }
 }
 
 /// One implementation of a benchmark case.

@@ -22,6 +22,8 @@ enum BenchmarkCommand {
         let scale = BenchmarkScale(isQuick: options.quick)
         let cases = BenchmarkRegistry.cases(scale).filter { benchCase in
             options.filter.map { benchCase.name.contains($0) } ?? true
+        }.map { benchCase in
+            options.impls.isEmpty ? benchCase : benchCase.keeping(options.impls)
         }
         if options.list {
             for benchCase in cases { print(benchCase.name) }

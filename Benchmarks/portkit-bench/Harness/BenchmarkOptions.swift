@@ -4,6 +4,8 @@ struct BenchmarkOptions: Equatable {
     var json = false
     /// Only cases whose name contains this.
     var filter: String?
+    /// Only the impls of those cases with exactly these names (to profile one side).
+    var impls: [String] = []
     /// Measured runs per impl; `nil` for the default.
     var runs: Int?
     /// A fast smoke run: fewer iterations per run and fewer runs.
@@ -25,7 +27,7 @@ struct BenchmarkOptions: Equatable {
     var effectiveRuns: Int { runs ?? (quick ? Self.defaultQuickRuns : Self.defaultRuns) }
 
     static let usage = """
-        usage: portkit-bench [--json] [--filter SUBSTRING] [--runs N] [--quick] [--list] [--help]
+        usage: portkit-bench [--json] [--filter SUBSTRING] [--impl NAME]... [--runs N] [--quick] [--list] [--help]
 
         Runs each benchmark case's implementations alternately in this process (after one
         warm-up run each) and prints median, min and max of the per-run samples.
@@ -34,6 +36,8 @@ struct BenchmarkOptions: Equatable {
                               {"bench": ..., "impl": ..., "unit": ..., "median": x, "min": x, "max": x, "runs": n}
                               (a scale case's rows also carry "size": n)
           --filter SUBSTRING  run only the cases whose name contains SUBSTRING
+          --impl NAME         run only the implementations named NAME (repeatable): to
+                              profile one side under callgrind or perf
           --runs N            measured runs per implementation (default \(defaultRuns), \(defaultQuickRuns) with --quick)
           --quick             smoke run: few iterations per run, to check the harness works
           --list              print the case names and exit
@@ -70,6 +74,7 @@ struct BenchmarkOptions: Equatable {
             case "--list": options.list = true
             case "--help", "-h": options.help = true
             case "--filter": options.filter = try value()
+            case "--impl": options.impls.append(try value())
             case "--child":
                 options.child = [try value()] + rest
                 rest = []

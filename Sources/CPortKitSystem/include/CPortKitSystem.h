@@ -5,9 +5,12 @@
 #define CPORTKIT_SYSTEM_H
 
 #include <malloc.h>
+#ifdef __linux__
+// The Linux pollers' and the daemon's interfaces: another platform's backend brings its own.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
+#endif
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/types.h>
@@ -17,6 +20,11 @@
 
 /// The kernel thread id of the calling thread.
 int portkit_gettid(void);
+
+struct pollfd;
+struct timespec;
+/// ppoll(2), which needs _GNU_SOURCE: a poll with a nanosecond timeout (NULL: none).
+int portkit_ppoll(struct pollfd *fds, unsigned long count, const struct timespec *timeout);
 
 /// Sets the calling thread's name as the OS shows it (at most 15 bytes are kept).
 int portkit_set_thread_name(const char *name);
@@ -119,6 +127,19 @@ static inline void portkit_cpu_relax(void) {
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield" ::: "memory");
+// MARK: - Peer processes (pidfds, for peer requirements)
+
+/// SO_PEERPIDFD of a connected Unix-domain socket (Linux 6.5 and later): a pidfd of the
+/// process that connected, close-on-exec. -1 with errno (ENOPROTOOPT on older kernels).
+int portkit_peer_pidfd(int fd);
+
+/// pidfd_open(2) (Linux 5.3 and later): a pidfd of process pid, close-on-exec; -1 with errno.
+int portkit_pidfd_open(pid_t pid);
+
+/// Whether the process a pidfd refers to is still alive (not exited): 1 alive, 0 exited,
+/// -1 with errno. Polls the pidfd without waiting (it is readable once the process exited).
+int portkit_pidfd_alive(int pidfd);
+
 #endif
 }
 
@@ -136,5 +157,18 @@ static inline int portkit_fault_seam_armed(void) {
 static inline void portkit_fault_seam_set_armed(int count) {
     __atomic_store_n(&portkit_fault_seam_rule_count, count, __ATOMIC_RELAXED);
 }
+
+// MARK: - Peer processes (pidfds, for peer requirements)
+
+/// SO_PEERPIDFD of a connected Unix-domain socket (Linux 6.5 and later): a pidfd of the
+/// process that connected, close-on-exec. -1 with errno (ENOPROTOOPT on older kernels).
+int portkit_peer_pidfd(int fd);
+
+/// pidfd_open(2) (Linux 5.3 and later): a pidfd of process pid, close-on-exec; -1 with errno.
+int portkit_pidfd_open(pid_t pid);
+
+/// Whether the process a pidfd refers to is still alive (not exited): 1 alive, 0 exited,
+/// -1 with errno. Polls the pidfd without waiting (it is readable once the process exited).
+int portkit_pidfd_alive(int pidfd);
 
 #endif

@@ -110,7 +110,8 @@ extension NameService {
             throw .activationFailed(name: file.name, reason: .couldNotStart(reason: "\(executable): \(error)"))
         }
         do {
-            descriptor = try child.openProcessDescriptor()
+            // A pidfd polls readable once the process has ended.
+            descriptor = try ProcessHandle.open(child.pid).descriptor
         } catch {
             // Without a pidfd the process cannot be followed from the loop: stop it.
             try? child.signal(SIGKILL)

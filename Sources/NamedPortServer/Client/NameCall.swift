@@ -14,10 +14,17 @@ struct NameCall {
 
     /// `register`: the port travels as any port does (the server receives a connection into
     /// it); a scope other than `.host` goes as a trailing field.
-    static func register(_ name: String, _ port: ReceivePort, scope: NameScope, again: Bool = false) throws(NameServerError) -> NameCall {
+    static func register(
+        _ name: String, _ port: ReceivePort, scope: NameScope, terms: RegisterTerms = RegisterTerms(), notices: ReceivePort? = nil,
+        again: Bool = false
+    ) throws(NameServerError) -> NameCall {
         try NameRules.validate(name)
         var fields = [NameField.string(name), .port(port.makeSendPort())]
-        if scope != .host { fields.append(NameField.integer(scope.rawValue)) }
+        if scope != .host || !terms.isPlain { fields.append(NameField.integer(scope.rawValue)) }
+        if !terms.isPlain {
+            fields += [NameField.integer(terms.flags), try RequirementField.encode(terms.requirement)]
+            if let notices { fields.append(.port(notices.makeSendPort())) }
+        }
         return NameCall(operation: .register, fields: fields, what: again ? "registering '\(name)' again" : "registering '\(name)'")
     }
 
@@ -63,8 +70,13 @@ struct RegisterAttempts {
     private let withPort: NameCall
 
     /// - Parameter held: a name the connection holds for `port`, if any.
-    init(_ name: String, _ port: ReceivePort, scope: NameScope, held: String?, again: Bool = false) throws(NameServerError) {
-        withPort = try NameCall.register(name, port, scope: scope, again: again)
+    init(
+        _ name: String, _ port: ReceivePort, scope: NameScope, held: String?, terms: RegisterTerms = RegisterTerms(),
+        notices: ReceivePort? = nil, again: Bool = false
+    ) throws(NameServerError) {
+        withPort = try NameCall.register(name, port, scope: scope, terms: terms, notices: notices, again: again)
+        // Terms travel with a `register` only: `registerSame` has no field for them.
+        let held = terms.isPlain ? held : nil
         self.held = held
         if let held {
             first = try NameCall.registerSame(name, as: held, scope: scope, again: again)

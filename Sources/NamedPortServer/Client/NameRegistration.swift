@@ -10,6 +10,9 @@ import PortMessaging
 ///                                 │   └──refused otherwise──▶ failed (final)
 ///                                 └──────────────server lost again───────────────┘
 /// any state but a final one ──unregister, close──▶ released (final)
+///
+/// queued ──the owner goes──▶ registered          (a standby: `ifTaken: .queue`)
+/// registered ──another replaced it──▶ takenByAnother (final; `replaceable: true`)
 /// ```
 ///
 /// Only a client that reconnects (`reconnectingOn:`) leaves
@@ -30,11 +33,15 @@ public enum NameRegistrationState: Hashable, Sendable, CustomStringConvertible {
     case failed(NameServerError)
     /// The name was released: `unregister`, or the client was closed. Final.
     case released
+    /// Another connection holds the name, and this registration waits behind it as a
+    /// standby (`register(…, ifTaken: .queue)`): it becomes `registered` when the owner
+    /// goes, in the order the standbys queued. Lookups do not reach its port meanwhile.
+    case queued
 
     /// Whether nothing will change any more.
     public var isFinal: Bool {
         switch self {
-        case .registered, .serverLost, .registeredAgain: return false
+        case .registered, .serverLost, .registeredAgain, .queued: return false
         case .takenByAnother, .failed, .released: return true
         }
     }
@@ -49,6 +56,7 @@ public enum NameRegistrationState: Hashable, Sendable, CustomStringConvertible {
         case .takenByAnother(let pid): return "taken by process \(pid)"
         case .failed(let error): return "failed: \(error)"
         case .released: return "released"
+        case .queued: return "queued"
         }
     }
 }
@@ -68,20 +76,50 @@ public final class NameRegistration: Sendable {
     public let port: ReceivePort
     /// How far the name reaches (registered again with the same scope).
     public let scope: NameScope
+    /// What to do if the name is taken, whether others may replace it, whom lookups must
+    /// come from (sent again with the name after a server restart).
+    let terms: RegisterTerms
+    /// Where the server says the standby took the name over, or another replaced it
+    /// (`RegistrationNotices`); `nil` when the terms need neither.
+    let notices: ReceivePort?
     private let record = Locked(Record())
-    /// The current server's process, whose connection into the port is no client's.
-    let serverPID: @Sendable () -> Int32
 
     private struct Record {
         var state = NameRegistrationState.registered
+        /// The server granted the name (a standby's takeover) before `register` returned.
+        var grantSeen = false
         var observers: [(loop: ThreadLoop, handler: @Sendable (NameRegistrationState) -> Void)] = []
     }
 
-    init(name: String, port: ReceivePort, scope: NameScope, serverPID: @escaping @Sendable () -> Int32 = { 0 }) {
+    init(name: String, port: ReceivePort, scope: NameScope, terms: RegisterTerms = RegisterTerms(), notices: ReceivePort? = nil) {
         self.name = name
         self.port = port
         self.scope = scope
-        self.serverPID = serverPID
+        self.terms = terms
+        self.notices = notices
+    }
+
+    deinit { notices?.invalidate() }
+
+    /// The register's answer: `queued` if it says so, unless the takeover's notice came
+    /// first; else `otherwise` (`registeredAgain` after a reconnection; `nil`: stay).
+    func settle(queued: Bool, otherwise: NameRegistrationState? = nil) {
+        record.withLock { record in
+            if queued, !record.grantSeen {
+                Self.transition(&record, to: .queued)
+            } else if let otherwise {
+                Self.transition(&record, to: otherwise)
+            }
+        }
+    }
+
+    /// The server gave the standby the name: `registered` (or noted, if `register` has
+    /// not returned yet).
+    func granted() {
+        record.withLock { record in
+            record.grantSeen = true
+            if record.state == .queued { Self.transition(&record, to: .registered) }
+        }
     }
 
     /// Where the registration stands now.
@@ -101,12 +139,20 @@ public final class NameRegistration: Sendable {
     /// observer sees the states in the order they were taken.
     @discardableResult
     func move(to state: NameRegistrationState) -> Bool {
-        record.withLock { record -> Bool in
-            guard !record.state.isFinal, record.state != state else { return false }
-            record.state = state
-            for (loop, handler) in record.observers { try? loop.perform { handler(state) } }
-            if state.isFinal { record.observers = [] }
-            return true
-        }
+        let moved = record.withLock { Self.transition(&$0, to: state) }
+        if moved && state.isFinal { notices?.invalidate() }
+        return moved
+    }
+
+    /// `move(to:)` under the lock.
+    @discardableResult
+    private static func transition(_ record: inout Record, to state: NameRegistrationState) -> Bool {
+        guard !record.state.isFinal, record.state != state else { return false }
+        record.state = state
+        // A new server keeps a queue of its own: a grant from the last one says nothing.
+        if state == .serverLost { record.grantSeen = false }
+        for (loop, handler) in record.observers { try? loop.perform { handler(state) } }
+        if state.isFinal { record.observers = [] }
+        return true
     }
 }

@@ -54,17 +54,34 @@ extension NameServerClient {
         }
     }
 
-    /// `blockingRegister(_:port:scope:)`, suspending while the server answers.
+    /// `blockingRegister(_:port:scope:ifTaken:replaceable:requiring:)`, suspending while
+    /// the server answers.
     /// - Parameters:
     ///   - name: the name.
     ///   - port: the port lookups of it connect to.
     ///   - scope: how far the name reaches.
+    ///   - ifTaken: what to do when another connection holds the name.
+    ///   - replaceable: whether a later `register(…, ifTaken: .replace)` may take it.
+    ///   - requirement: whom lookups of the name must come from.
     /// - Throws: as the blocking form; `cancelled` (the name may then be registered or not:
     ///   `unregister` it, or close the client, to be sure).
     @discardableResult
-    public func register(_ name: String, port: ReceivePort, scope: NameScope = .host) async throws(NameServerError) -> NameRegistration {
-        try await registerAttempts(name, port, scope).send { (call) async throws(NameServerError) in _ = try await request(call) }
-        return recordRegistration(name, port, scope)
+    public func register(
+        _ name: String, port: ReceivePort, scope: NameScope = .host, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false,
+        requiring requirement: PeerRequirement? = nil
+    ) async throws(NameServerError) -> NameRegistration {
+        let terms = RegisterTerms(ifTaken: ifTaken, replaceable: replaceable, requirement: requirement)
+        let registration = try prepareRegistration(name, port, scope, terms)
+        var queued = false
+        do {
+            try await registerAttempts(registration).send { (call) async throws(NameServerError) in
+                queued = try await request(call).saysQueued
+            }
+        } catch {
+            registration.notices?.invalidate()
+            throw error
+        }
+        return recordRegistration(registration, queued: queued)
     }
 
     /// `blockingUnregister(_:)`, suspending while the server answers.

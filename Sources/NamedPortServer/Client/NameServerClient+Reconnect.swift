@@ -210,8 +210,8 @@ extension NameServerClient {
                 continue
             }
             do {
-                try registerAgain(registration, on: connection)
-                registration.move(to: .registeredAgain)
+                let queued = try registerAgain(registration, on: connection)
+                registration.settle(queued: queued, otherwise: .registeredAgain)
             } catch .nameTaken(_, let pid) {
                 forget(registration, as: .takenByAnother(ownerPID: pid))
             } catch .connectionLost {
@@ -230,13 +230,20 @@ extension NameServerClient {
     }
 
     /// Registers a lost name again on `connection`, with the port it had.
-    private func registerAgain(_ registration: NameRegistration, on connection: ServerConnection) throws(NameServerError) {
+    /// Whether the new server queued it behind another owner (a standby's).
+    private func registerAgain(_ registration: NameRegistration, on connection: ServerConnection) throws(NameServerError) -> Bool {
         let held = registrations.withLock { $0.heldName(for: registration.port) }
-        let attempts = try RegisterAttempts(registration.name, registration.port, scope: registration.scope, held: held, again: true)
+        let attempts = try RegisterAttempts(
+            registration.name, registration.port, scope: registration.scope, held: held, terms: registration.terms,
+            notices: registration.notices, again: true)
+        var queued = false
         try attempts.send { (call) throws(NameServerError) in
-            _ = try Self.blockingRequest(call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what)
+            queued = try Self.blockingRequest(
+                call.operation, call.fields, on: connection, address: address, timeout: timeout, describing: call.what
+            ).saysQueued
         }
-        registrations.withLock { $0.markHeld(registration) }
+        if !queued { registrations.withLock { $0.markHeld(registration) } }
+        return queued
     }
 
     /// Forgets a registration that ended, unless a new one took its place.

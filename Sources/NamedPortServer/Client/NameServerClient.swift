@@ -222,31 +222,44 @@ public final class NameServerClient: Sendable {
     /// At a server that is a node of a cluster, `.cluster` scope publishes the name in the
     /// cluster's directory, unique across the nodes and looked up from any of them; `.host`
     /// (the default) keeps it on this host. A single host's server treats both alike.
+    ///
+    /// A name another connection holds is refused (`ifTaken: .fail`), or waited for as a
+    /// standby (`.queue`: the registration's state is `queued`, then `registered` when the
+    /// owner goes), or taken from an owner that registered it `replaceable` (`.replace`).
+    /// A `requirement` makes the server refuse lookups from processes that do not meet it
+    /// (`peerRequirementNotMet`); a predicate cannot travel to the server.
     /// - Parameters:
     ///   - name: the name.
     ///   - port: the port lookups of it connect to.
     ///   - scope: how far the name reaches.
-    /// - Returns: the registration, whose `state` says whether the name is still held
+    ///   - ifTaken: what to do when another connection holds the name.
+    ///   - replaceable: whether a later `register(…, ifTaken: .replace)` may take the name
+    ///     from this one (the registration then ends as `takenByAnother`).
+    ///   - requirement: whom lookups of the name must come from; `nil`: anyone the server
+    ///     admits.
+    /// - Returns: the registration, whose `state` says whether the name is held or queued
     ///   (a reconnecting client registers it again after a server restart).
-    /// - Throws: `nameTaken` (with the owner's pid), `nameTakenElsewhere` (a cluster name
-    ///   another node holds), `invalidName`, `permissionDenied`, `limitExceeded`,
-    ///   `timedOut`, `connectionLost`, `serverUnavailable` (while reconnecting).
+    /// - Throws: `nameTaken` (with the owner's pid; with `.replace`, an owner that did not
+    ///   allow it), `nameTakenElsewhere` (a cluster name another node holds), `invalidName`,
+    ///   `requirementCannotTravel`, `permissionDenied`, `limitExceeded`, `timedOut`,
+    ///   `connectionLost`, `serverUnavailable` (while reconnecting).
     @discardableResult
-    public func blockingRegister(_ name: String, port: ReceivePort, scope: NameScope = .host) throws(NameServerError) -> NameRegistration {
-        try registerAttempts(name, port, scope).send { (call) throws(NameServerError) in _ = try blockingRequest(call) }
-        return recordRegistration(name, port, scope)
-    }
-
-    /// How to register `name` for `port` on the current connection.
-    func registerAttempts(_ name: String, _ port: ReceivePort, _ scope: NameScope) throws(NameServerError) -> RegisterAttempts {
-        try RegisterAttempts(name, port, scope: scope, held: registrations.withLock { $0.heldName(for: port) })
-    }
-
-    /// Keeps the registration of a name the server accepted.
-    func recordRegistration(_ name: String, _ port: ReceivePort, _ scope: NameScope) -> NameRegistration {
-        let registration = NameRegistration(name: name, port: port, scope: scope) { [weak self] in self?.serverPID ?? 0 }
-        registrations.withLock { $0.record(registration) }
-        return registration
+    public func blockingRegister(
+        _ name: String, port: ReceivePort, scope: NameScope = .host, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false,
+        requiring requirement: PeerRequirement? = nil
+    ) throws(NameServerError) -> NameRegistration {
+        let terms = RegisterTerms(ifTaken: ifTaken, replaceable: replaceable, requirement: requirement)
+        let registration = try prepareRegistration(name, port, scope, terms)
+        var queued = false
+        do {
+            try registerAttempts(registration).send { (call) throws(NameServerError) in
+                queued = try blockingRequest(call).saysQueued
+            }
+        } catch {
+            registration.notices?.invalidate()
+            throw error
+        }
+        return recordRegistration(registration, queued: queued)
     }
 
     /// Releases a name this client registered. Connections already made to its port stay.

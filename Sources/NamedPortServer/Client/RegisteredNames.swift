@@ -19,10 +19,10 @@ struct RegisteredNames {
     }
 
     /// Keeps `registration`, which the current connection holds (registered, or
-    /// registered again).
-    mutating func record(_ registration: NameRegistration) {
+    /// registered again) unless it is `queued` behind another (`held` false).
+    mutating func record(_ registration: NameRegistration, held: Bool = true) {
         if let replaced = byName.updateValue(registration, forKey: registration.name) { drop(replaced) }
-        markHeld(registration)
+        if held { markHeld(registration) }
     }
 
     /// Notes that the current connection holds `registration` again.

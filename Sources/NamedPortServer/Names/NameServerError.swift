@@ -43,6 +43,13 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The task awaiting an async call was cancelled: the wait ended at once, and a late
     /// answer is dropped (a lookup's port is closed).
     case cancelled
+    /// The owner of `name` declared a peer requirement (`PeerRequirement`, given to
+    /// `register`) that this process does not meet; `reason` says which rule failed. No
+    /// connection to the owner was made.
+    case peerRequirementNotMet(name: String, reason: String)
+    /// A registration's requirement holds a predicate, which cannot travel to the name
+    /// server (only a listening port checks one); `requirement` describes it. Nothing was sent.
+    case requirementCannotTravel(requirement: String)
     /// `name` is activatable (a service file names it) and was absent, and the service
     /// started for it did not register it: `reason` says how the start failed.
     case activationFailed(name: String, reason: NameActivationFailure)
@@ -111,6 +118,10 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "the name server at \(address) is busy: \(reason); try again later"
         case .cancelled:
             return "the waiting task was cancelled"
+        case .peerRequirementNotMet(let name, let reason):
+            return "the owner of '\(name)' refuses this process: \(reason)"
+        case .requirementCannotTravel(let requirement):
+            return "the requirement '\(requirement)' holds a predicate, which the name server cannot check"
         case .activationFailed(let name, let reason):
             return "the service for '\(name)' did not start: \(reason)"
         }

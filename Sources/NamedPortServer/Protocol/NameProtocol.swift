@@ -15,7 +15,9 @@ let nameProtocolVersion: UInt64 = 4
 package enum NameOperation: UInt32, Sendable {
     /// [version] → ok [server pid, server uid, version]
     case hello = 1
-    /// [name, port] → ok []
+    /// [name, port] → ok []; optionally [scope, terms (what to do if the name is taken,
+    /// whether others may replace it), peer requirement, notice port] after them →
+    /// ok [1] when queued behind the owner (`NameProtocol+Standby.swift`).
     case register = 2
     /// [name] → ok []
     case unregister = 3
@@ -52,6 +54,13 @@ enum NameNotice: UInt32, Sendable {
     case vanished = 102
 }
 
+/// What a registration's notice port receives (one-way): its standby took the name over
+/// [name], or another connection replaced it [name, new owner pid].
+enum RegistrationNotice: UInt32, Sendable {
+    case granted = 103
+    case replaced = 104
+}
+
 /// How a request went: the id of a reply.
 package enum NameStatus: UInt32, Sendable {
     case ok = 0
@@ -75,9 +84,11 @@ package enum NameStatus: UInt32, Sendable {
     case busy = 10
     /// [name, node, owner pid]: another node of the cluster holds the name.
     case takenElsewhere = 11
+    /// [name, reason]: the owner's peer requirement refuses the looker.
+    case requirementNotMet = 12
     /// [name, how (0 exited, 1 signalled, 2 timed out, 3 could not start), status, signal
     /// or milliseconds, detail]: an activatable name's service did not register it.
-    case activationFailed = 12
+    case activationFailed = 13
 }
 
 /// The largest request a server takes: a register of a 255-byte name is about 300 bytes.
@@ -234,8 +245,9 @@ enum NameReply {
         case .limitExceeded(let what, let limit): (.limitExceeded, [F.string(what), F.integer(limit)])
         case .protocolError(let detail): (.badRequest, [F.string(detail)])
         case .serverBusy(_, let reason): (.busy, [F.string(reason)])
+        case .peerRequirementNotMet(let name, let reason): (.requirementNotMet, [F.string(name), F.string(reason)])
         case .activationFailed(let name, let reason): (.activationFailed, [F.string(name)] + reason.fields)
-        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled:
+        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled, .requirementCannotTravel:
             (.badRequest, [F.string(error.description)])
         }
         return Message(id: status.rawValue, components: fields)
@@ -283,6 +295,7 @@ enum NameReply {
             case .busy: return .serverBusy(address: address, reason: try fields.string())
             case .takenElsewhere:
                 return .nameTakenElsewhere(name: try fields.string(), node: try fields.string(), ownerPID: try fields.pid())
+            case .requirementNotMet: return .peerRequirementNotMet(name: try fields.string(), reason: try fields.string())
             case .activationFailed:
                 return .activationFailed(name: try fields.string(), reason: try NameActivationFailure(&fields))
             }

@@ -13,29 +13,65 @@ import PortMessaging
 /// let port = try PortRegistry.shared.lookup("worker", waitingUpTo: .seconds(1))
 /// ```
 ///
+/// A port registered under a taken name may wait behind it as a standby (`ifTaken:
+/// .queue`): when the holder's port is invalidated or removed, the first standby whose
+/// port is valid takes the name, in the order they queued. One registered `replaceable`
+/// gives way to a later `ifTaken: .replace`.
+///
 /// For ports that other processes should find, use `NameServerClient.register`.
 public final class PortRegistry: Sendable {
     /// The process's registry.
     public static let shared = PortRegistry()
 
-    private let entries = ConditionLock<[String: SendPort]>([:])
+    /// A name's holder, whether it may be replaced, and the standbys behind it.
+    private struct Entry {
+        var port: SendPort
+        var replaceable = false
+        var standbys: [(port: SendPort, replaceable: Bool)] = []
+    }
+
+    private let entries = ConditionLock<[String: Entry]>([:])
 
     /// Makes an empty registry (most programs use `shared`).
     public init() {}
 
     /// Registers `port` under `name`.
     /// A name whose port was invalidated is free: the new port takes it.
+    /// - Parameters:
+    ///   - port: the port a lookup returns.
+    ///   - name: the name.
+    ///   - ifTaken: when another valid port holds the name: fail, wait behind it, or take
+    ///     it from a holder registered `replaceable`.
+    ///   - replaceable: whether a later `ifTaken: .replace` may take the name.
+    /// - Returns: `registered`, or `queued` behind the holder.
     /// - Throws: `nameTaken` (with this process's pid) if another valid port holds the
-    ///   name; `invalidName` for a name that breaks `NameRules`.
-    public func register(_ port: SendPort, as name: String) throws(NameServerError) {
+    ///   name and `ifTaken` does not get past it; `invalidName` for a name that breaks
+    ///   `NameRules`.
+    @discardableResult
+    public func register(
+        _ port: SendPort, as name: String, ifTaken: TakenNamePolicy = .fail, replaceable: Bool = false
+    ) throws(NameServerError) -> NameRegistrationState {
         try NameRules.validate(name)
-        try entries.withLock { (entries) throws(NameServerError) in
-            if let holder = entries[name], holder.isValid, holder !== port {
+        let state = try entries.withLock { (entries) throws(NameServerError) -> NameRegistrationState in
+            guard let holder = Self.valid(name, in: &entries).flatMap({ _ in entries[name] }), holder.port !== port else {
+                let standbys = entries[name]?.standbys ?? []
+                entries[name] = Entry(port: port, replaceable: replaceable, standbys: standbys)
+                return .registered
+            }
+            switch ifTaken {
+            case .queue:
+                entries[name]?.standbys.append((port, replaceable))
+                return .queued
+            case .replace where holder.replaceable:
+                entries[name]?.port = port
+                entries[name]?.replaceable = replaceable
+                return .registered
+            case .fail, .replace:
                 throw .nameTaken(name: name, ownerPID: getpid())
             }
-            entries[name] = port
         }
         entries.broadcast()
+        return state
     }
 
     /// The port registered under `name`, or `nil` if there is none (or it was invalidated).
@@ -53,36 +89,56 @@ public final class PortRegistry: Sendable {
     }
 
     /// Removes the entry for `name`; returns the port it held, if it was valid.
+    /// The name's first valid standby, if any, takes it.
     @discardableResult
     public func remove(_ name: String) -> SendPort? {
-        entries.withLock { entries in
-            guard let port = entries.removeValue(forKey: name) else { return nil }
-            return port.isValid ? port : nil
+        let port = entries.withLock { entries -> SendPort? in
+            guard let entry = entries[name] else { return nil }
+            Self.promote(name, in: &entries)
+            return entry.port.isValid ? entry.port : nil
         }
+        entries.broadcast()
+        return port
     }
 
     /// Removes the entry for `name` only if it holds `port`; returns whether it did.
     @discardableResult
     public func remove(_ name: String, ifHolding port: SendPort) -> Bool {
-        entries.withLock { entries in
-            guard entries[name] === port else { return false }
-            entries[name] = nil
+        let removed = entries.withLock { entries in
+            guard entries[name]?.port === port else { return false }
+            Self.promote(name, in: &entries)
             return true
         }
+        entries.broadcast()
+        return removed
     }
 
     /// The names of valid entries, sorted.
     public var names: [String] {
         entries.withLock { entries in
-            entries = entries.filter { $0.value.isValid }
+            for name in Array(entries.keys) { _ = Self.valid(name, in: &entries) }
             return entries.keys.sorted()
         }
     }
 
-    private static func valid(_ name: String, in entries: inout [String: SendPort]) -> SendPort? {
-        guard let port = entries[name] else { return nil }
-        if port.isValid { return port }
-        entries[name] = nil
+    /// The valid port holding `name`: an invalidated holder gives way to its first valid
+    /// standby.
+    private static func valid(_ name: String, in entries: inout [String: Entry]) -> SendPort? {
+        while let entry = entries[name] {
+            if entry.port.isValid { return entry.port }
+            promote(name, in: &entries)
+        }
         return nil
+    }
+
+    /// The holder of `name` goes: its first standby whose port is valid takes the name.
+    private static func promote(_ name: String, in entries: inout [String: Entry]) {
+        guard var entry = entries.removeValue(forKey: name) else { return }
+        while !entry.standbys.isEmpty {
+            let next = entry.standbys.removeFirst()
+            guard next.port.isValid else { continue }
+            entries[name] = Entry(port: next.port, replaceable: next.replaceable, standbys: entry.standbys)
+            return
+        }
     }
 }

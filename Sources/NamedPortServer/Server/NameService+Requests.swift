@@ -49,8 +49,10 @@ extension NameService {
     private func checkAttachments(_ message: Message, _ operation: NameOperation) throws(NameServerError) {
         let ports = message.components.reduce(0) { count, component in if case .port = component { count + 1 } else { count } }
         let expected = operation == .register || operation == .watch ? 1 : 0
+        // A register's notice port (a standby's, a replaceable owner's) is its second.
+        let extra = operation == .register && ports == 2 ? 1 : 0
         let descriptors = message.components.contains { if case .descriptor = $0 { true } else { false } }
-        guard ports == expected, !descriptors, message.replyPort == nil else {
+        guard ports == expected + extra, !descriptors, message.replyPort == nil else {
             throw .protocolError("a \(operation) request carries \(expected) port\(expected == 1 ? "" : "s") and nothing else")
         }
     }
@@ -95,10 +97,12 @@ extension NameService {
 
         case .unregister:
             let name = try NameRules.decode(try fields.bytes()).get()
+            if table.holder(of: name)?.client != id, unregisterStandby(name, client, pending) { return }
             let (holder, channelFreed) = try table.unregister(name, client: id)
             if channelFreed { holder.channel?.invalidate() }
             answer(pending, ok([]), client)
             notifyWatchers(.vanished, holder.owner)
+            handOver([holder])
 
         case .lookup, .owner:
             let name = try NameRules.decode(try fields.bytes()).get()
@@ -171,6 +175,7 @@ extension NameService {
         let name = try NameRules.decode(try fields.bytes()).get()
         let brought = operation == .register
         let channel: SendPort
+        var notices: SendPort?
         if brought {
             channel = try fields.port()
         } else {
@@ -186,11 +191,20 @@ extension NameService {
             // A trailing scope field: absent for `.host` (and from clients before scopes).
             let scope = fields.atEnd ? NameScope.host : NameScope(rawValue: try fields.integer())
             guard let scope else { throw .protocolError("unknown name scope") }
+            let terms: RegisterTerms
+            (terms, notices) = try readTerms(&fields)
+            if scope == .cluster && (terms.ifTaken != .fail || terms.replaceable) {
+                throw .protocolError("standbys and replacement are for names of this host")
+            }
             if scope == .cluster, let holder = directory?.holder(of: name) {
                 throw .nameTakenElsewhere(name: name, node: holder.node, ownerPID: holder.pid)
             }
             let owner = NameOwner(name: name, pid: client.pid, uid: client.uid)
-            try table.register(owner, client: id, channel: channel)
+            if terms.ifTaken != .fail, let holder = table.holder(of: name), holder.client != id {
+                let standby = Holder(owner: owner, client: id, channel: channel, terms: terms, notices: notices)
+                if try takeOver(standby, from: holder, pending, client) { return }
+            }
+            try table.register(owner, client: id, channel: channel, terms: terms, notices: notices)
             // A registered port that dies takes its names with it.
             if brought { try? channel.onInvalidation(on: loop) { [unowned self] dead in self.channelDied(dead) } }
             answer(pending, ok([]), client)
@@ -204,6 +218,7 @@ extension NameService {
         } catch {
             // Only a port this request brought is let go: a held name's stays with it.
             if brought { channel.invalidate() }
+            notices?.invalidate()
             throw error
         }
     }
@@ -215,6 +230,9 @@ extension NameService {
     func answerLookup(of name: String, _ pending: PendingReply, wantsPort: Bool, _ client: Client) {
         guard let holder = table.holder(of: name), let channel = holder.channel else {
             return refuse(pending, .notFound(name: name), client)
+        }
+        if wantsPort, let reason = refusal(of: client, by: holder) {
+            return refuse(pending, .peerRequirementNotMet(name: name, reason: reason), client)
         }
         var fields = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
         if wantsPort {
@@ -287,7 +305,10 @@ extension NameService {
 
     /// A registered port died: its names go, and their watchers are told.
     func channelDied(_ channel: SendPort) {
-        for holder in table.release(channel: channel) { notifyWatchers(.vanished, holder.owner) }
+        dropStandbys(table.dropStandbys(channel: channel))
+        let released = table.release(channel: channel)
+        for holder in released { notifyWatchers(.vanished, holder.owner) }
+        handOver(released)
     }
 
     func addWaiter(
@@ -314,7 +335,7 @@ extension NameService {
     }
 
     /// Answers every lookup waiting for `name`, in the order they came.
-    private func answerWaiters(for name: String) {
+    func answerWaiters(for name: String) {
         for waiter in table.takeWaiters(for: name) {
             waiter.waiting.end()
             guard let client = clients[waiter.client] else { continue }

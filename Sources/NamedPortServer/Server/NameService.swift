@@ -105,7 +105,10 @@ final class NameService: @unchecked Sendable {
         stopActivations()
         let released = table.removeAll()
         for waiter in released.waiters { waiter.waiting.end() }
-        for holder in released.holders { holder.channel?.invalidate() }
+        for holder in released.holders {
+            holder.channel?.invalidate()
+            holder.notices?.invalidate()
+        }
         for watch in watchPorts.values { watch.port.invalidate() }
         watchPorts = [:]
         clients = [:]
@@ -159,6 +162,7 @@ final class NameService: @unchecked Sendable {
     /// Forgets what a gone client held: its waiting lookups and watches are dropped, its
     /// names released in name order and their watchers told.
     func release(_ client: Client) {
+        dropStandbys(table.dropStandbys(client: client.peer.id))
         let released = table.release(client: client.peer.id)
         for waiter in released.waiters { waiter.waiting.end() }
         for key in watchPorts.keys where key.connectionID == client.peer.id {
@@ -167,6 +171,7 @@ final class NameService: @unchecked Sendable {
         // Watchers first: telling them is the latency that counts; closing the released
         // ports' connections costs more, and nothing waits for it.
         for holder in released.holders { notifyWatchers(.vanished, holder.owner) }
+        handOver(released.holders)
         for holder in released.holders { holder.channel?.invalidate() }
     }
 

@@ -12,6 +12,10 @@ struct NameTable<Channel: AnyObject, Waiting> {
         var owner: NameOwner
         var client: UInt64
         var channel: Channel?
+        /// What the owner asked (replaceable, its peer requirement) and where it is told
+        /// of a takeover (`NameTable+Standby`).
+        var terms = RegisterTerms()
+        var notices: Channel?
     }
 
     /// A lookup waiting for its name to be registered.
@@ -23,7 +27,7 @@ struct NameTable<Channel: AnyObject, Waiting> {
     }
 
     /// What one client holds: its names, its watches (by the id it chose), its waiters.
-    private struct Holdings {
+    struct Holdings {
         var names: Set<String> = []
         var watches: [UInt64: WatchFilter] = [:]
         var waiters: Set<UInt64> = []
@@ -39,14 +43,17 @@ struct NameTable<Channel: AnyObject, Waiting> {
     }
 
     let limits: Limits
-    private var holders: [String: Holder] = [:]
-    private var holdings: [UInt64: Holdings] = [:]
+    // Internal, not private, only so that the table's other file (standbys) reaches them.
+    var holders: [String: Holder] = [:]
+    var holdings: [UInt64: Holdings] = [:]
+    /// The standbys queued behind each name's holder, in the order they queued.
+    var standbys: [String: [Holder]] = [:]
     private var watches: [WatchKey: WatchFilter] = [:]
     private var waitersByName: [String: [UInt64]] = [:]
     private var waiters: [UInt64: Waiter] = [:]
     private var nextWaiterID: UInt64 = 1
     /// The names each channel holds.
-    private var namesByChannel: [ObjectIdentifier: Set<String>] = [:]
+    var namesByChannel: [ObjectIdentifier: Set<String>] = [:]
 
     init(limits: Limits) {
         self.limits = limits
@@ -72,12 +79,12 @@ struct NameTable<Channel: AnyObject, Waiting> {
 
     /// Registers `owner.name` for `client`; the watches to tell it appeared, in no
     /// particular order, are `watchers(of:)`'s afterwards.
-    mutating func register(_ owner: NameOwner, client: UInt64, channel: Channel?) throws(NameServerError) {
+    mutating func register(
+        _ owner: NameOwner, client: UInt64, channel: Channel?, terms: RegisterTerms = RegisterTerms(), notices: Channel? = nil
+    ) throws(NameServerError) {
         if let holder = holders[owner.name] { throw .nameTaken(name: owner.name, ownerPID: holder.owner.pid) }
-        guard (holdings[client]?.names.count ?? 0) < limits.names else {
-            throw .limitExceeded(what: "names per connection", limit: limits.names)
-        }
-        holders[owner.name] = Holder(owner: owner, client: client, channel: channel)
+        try checkNameLimit(client)
+        holders[owner.name] = Holder(owner: owner, client: client, channel: channel, terms: terms, notices: notices)
         holdings[client, default: Holdings()].names.insert(owner.name)
         if let channel { namesByChannel[ObjectIdentifier(channel), default: []].insert(owner.name) }
     }
@@ -197,7 +204,7 @@ struct NameTable<Channel: AnyObject, Waiting> {
         var holders: [Holder] = []
     }
 
-    /// Forgets everything `client` held.
+    /// Forgets everything `client` held (its standbys: `dropStandbys(client:)`).
     mutating func release(client: UInt64) -> Released {
         guard let held = holdings.removeValue(forKey: client) else { return Released() }
         var released = Released()
@@ -215,7 +222,8 @@ struct NameTable<Channel: AnyObject, Waiting> {
 
     /// Empties the table; returns every holder and waiter it had.
     mutating func removeAll() -> Released {
-        let released = Released(waiters: Array(waiters.values), holders: Array(holders.values))
+        let queued = standbys.values.flatMap { $0 }
+        let released = Released(waiters: Array(waiters.values), holders: Array(holders.values) + queued)
         self = NameTable(limits: limits)
         return released
     }

@@ -48,14 +48,6 @@ extension SpawnedChild {
         return SpawnedChild(pid: pid)
     }
 
-    /// A descriptor that polls readable once the child has ended (a loop's descriptor
-    /// source can wait for it); the caller owns it. Throws `ENOSYS` before Linux 5.3.
-    ///
-    /// The corresponding C function is `pidfd_open`.
-    package func openProcessDescriptor() throws(Errno) -> FileDescriptor {
-        FileDescriptor(rawValue: try valueOrErrno { portkit_pidfd_open(pid) }.get())
-    }
-
     /// Reaps the child if it has ended: how it ended, or `nil` while it runs.
     ///
     /// The corresponding C function is `waitpid`, with `WNOHANG`.

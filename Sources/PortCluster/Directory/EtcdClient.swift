@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PermanentThread
 import PortMessaging
 
@@ -62,38 +62,37 @@ public final class EtcdClient: Sendable {
 
     /// The entry at `key`, and the directory's revision when it was read.
     public func get(_ key: String) throws(DirectoryError) -> (entry: DirectoryEntry?, revision: Int64) {
-        let answer = try call("/v3/kv/range", ["key": Self.base64(key)])
+        let answer = try call("/v3/kv/range", ["key": .string(Self.base64(key))])
         return (try Self.entries(answer["kvs"]).first, try Self.revision(answer))
     }
 
     /// Every entry whose key begins with `prefix`, in key order, and the directory's
     /// revision when they were read (a watch from the next revision misses nothing).
     public func list(prefix: String) throws(DirectoryError) -> (entries: [DirectoryEntry], revision: Int64) {
-        let answer = try call("/v3/kv/range", ["key": Self.base64(prefix), "range_end": Self.prefixEnd(prefix)])
+        let answer = try call("/v3/kv/range", ["key": .string(Self.base64(prefix)), "range_end": .string(Self.prefixEnd(prefix))])
         return (try Self.entries(answer["kvs"]), try Self.revision(answer))
     }
 
     /// Sets `key` to `value`, on `lease` (0: none); the revision of the change.
     @discardableResult
     public func put(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> Int64 {
-        var request: [String: Any] = ["key": Self.base64(key), "value": Data(value).base64EncodedString()]
-        if lease != 0 { request["lease"] = String(lease) }
-        return try Self.revision(try call("/v3/kv/put", request))
+        var request: [String: JSONValue] = ["key": .string(Self.base64(key)), "value": .string(Data(value).base64EncodedString())]
+        if lease != 0 { request["lease"] = .string(String(lease)) }
+        return try Self.revision(try call("/v3/kv/put", .object(request)))
     }
 
     /// Creates `key` with `value` on `lease` only if no one holds it (one transaction on
     /// the key's create revision): what makes a name unique in the cluster.
     public func create(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> DirectoryClaim {
-        var put: [String: Any] = ["key": Self.base64(key), "value": Data(value).base64EncodedString()]
-        if lease != 0 { put["lease"] = String(lease) }
+        var put: [String: JSONValue] = ["key": .string(Self.base64(key)), "value": .string(Data(value).base64EncodedString())]
+        if lease != 0 { put["lease"] = .string(String(lease)) }
         let answer = try call("/v3/kv/txn", [
-            "compare": [["key": Self.base64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"]],
-            "success": [["request_put": put]],
-            "failure": [["request_range": ["key": Self.base64(key)]]],
+            "compare": [["key": .string(Self.base64(key)), "target": "CREATE", "result": "EQUAL", "create_revision": "0"]],
+            "success": [["request_put": .object(put)]],
+            "failure": [["request_range": ["key": .string(Self.base64(key))]]],
         ])
-        if answer["succeeded"] as? Bool == true { return .created(revision: try Self.revision(answer)) }
-        let responses = answer["responses"] as? [[String: Any]] ?? []
-        let range = responses.first?["response_range"] as? [String: Any]
+        if answer["succeeded"]?.bool == true { return .created(revision: try Self.revision(answer)) }
+        let range = answer["responses"]?.array?.first?["response_range"]
         guard let holder = try Self.entries(range?["kvs"]).first else {
             // Deleted between the compare and the range: free again; the caller may retry.
             throw .refused(code: 10, message: "the key changed during the claim; try again")
@@ -104,8 +103,8 @@ public final class EtcdClient: Sendable {
     /// Deletes `key`; whether it was there.
     @discardableResult
     public func delete(_ key: String) throws(DirectoryError) -> Bool {
-        let answer = try call("/v3/kv/deleterange", ["key": Self.base64(key)])
-        return Self.int64(answer["deleted"]) ?? 0 > 0
+        let answer = try call("/v3/kv/deleterange", ["key": .string(Self.base64(key))])
+        return answer["deleted"]?.int64 ?? 0 > 0
     }
 
     /// Deletes `key` only while it is on `lease` (another node's key of the same name is
@@ -113,18 +112,18 @@ public final class EtcdClient: Sendable {
     @discardableResult
     public func delete(_ key: String, ifOnLease lease: Int64) throws(DirectoryError) -> Bool {
         let answer = try call("/v3/kv/txn", [
-            "compare": [["key": Self.base64(key), "target": "LEASE", "result": "EQUAL", "lease": String(lease)]],
-            "success": [["request_delete_range": ["key": Self.base64(key)]]],
+            "compare": [["key": .string(Self.base64(key)), "target": "LEASE", "result": "EQUAL", "lease": .string(String(lease))]],
+            "success": [["request_delete_range": ["key": .string(Self.base64(key))]]],
         ])
-        return answer["succeeded"] as? Bool == true
+        return answer["succeeded"]?.bool == true
     }
 
     // MARK: Leases
 
     /// A new lease of `ttl` seconds.
     public func grantLease(ttl: Int) throws(DirectoryError) -> DirectoryLease {
-        let answer = try call("/v3/lease/grant", ["TTL": String(ttl)])
-        guard let id = Self.int64(answer["ID"]), let granted = Self.int64(answer["TTL"]) else {
+        let answer = try call("/v3/lease/grant", ["TTL": .string(String(ttl))])
+        guard let id = answer["ID"]?.int64, let granted = answer["TTL"]?.int64 else {
             throw .malformedAnswer("a lease grant without ID and TTL")
         }
         return DirectoryLease(id: id, ttl: Int(granted))
@@ -134,16 +133,16 @@ public final class EtcdClient: Sendable {
     /// - Throws: `.leaseNotFound` when it has expired or was revoked (its keys are gone).
     @discardableResult
     public func keepAlive(_ lease: Int64) throws(DirectoryError) -> Int {
-        let answer = try call("/v3/lease/keepalive", ["ID": String(lease)])
+        let answer = try call("/v3/lease/keepalive", ["ID": .string(String(lease))])
         // The gateway streams keep-alive answers: one message, `result`.
-        let result = answer["result"] as? [String: Any] ?? answer
-        guard let ttl = Self.int64(result["TTL"]), ttl > 0 else { throw .leaseNotFound(lease) }
+        let result = answer["result"] ?? answer
+        guard let ttl = result["TTL"]?.int64, ttl > 0 else { throw .leaseNotFound(lease) }
         return Int(ttl)
     }
 
     /// Revokes `lease`: every key on it is deleted at once.
     public func revoke(_ lease: Int64) throws(DirectoryError) {
-        _ = try call("/v3/lease/revoke", ["ID": String(lease)])
+        _ = try call("/v3/lease/revoke", ["ID": .string(String(lease))])
     }
 
     // MARK: Watching
@@ -157,8 +156,8 @@ public final class EtcdClient: Sendable {
     // MARK: The gateway
 
     /// POSTs `request` to `path`; the answer's JSON object.
-    func call(_ path: String, _ request: [String: Any]) throws(DirectoryError) -> [String: Any] {
-        let body = try Self.encode(request)
+    func call(_ path: String, _ request: JSONValue) throws(DirectoryError) -> JSONValue {
+        let body = request.bytes
         let deadline = ContinuousClock.now + timeout
         let response = try connection.withLock { (http) throws(DirectoryError) -> HTTPConnection.Response in
             do throws(HTTPFailure) { return try http.post(path, body: body, deadline: deadline) } catch {
@@ -167,9 +166,9 @@ public final class EtcdClient: Sendable {
         }
         let object = try Self.decode(response.body)
         if response.status != 200 || object["error"] != nil {
-            let text = object["message"] as? String ?? object["error"] as? String ?? "HTTP status \(response.status)"
-            let code = Int(Self.int64(object["code"]) ?? 2)
-            if text.contains("requested lease not found"), let lease = Self.int64(request["ID"]) ?? Self.int64(request["lease"]) {
+            let text = object["message"]?.string ?? object["error"]?.string ?? "HTTP status \(response.status)"
+            let code = Int(object["code"]?.int64 ?? 2)
+            if text.contains("requested lease not found"), let lease = request["ID"]?.int64 ?? request["lease"]?.int64 {
                 throw .leaseNotFound(lease)
             }
             throw .refused(code: code, message: text)
@@ -177,19 +176,11 @@ public final class EtcdClient: Sendable {
         return object
     }
 
-    static func encode(_ object: [String: Any]) throws(DirectoryError) -> [UInt8] {
-        do { return Array(try JSONSerialization.data(withJSONObject: object)) } catch {
-            throw .malformedAnswer("a request that does not encode: \(error)")
-        }
-    }
-
-    static func decode(_ bytes: [UInt8]) throws(DirectoryError) -> [String: Any] {
-        let parsed: Any
-        do { parsed = try JSONSerialization.jsonObject(with: Data(bytes)) } catch {
-            throw .malformedAnswer("not JSON: \(String(decoding: bytes.prefix(80), as: UTF8.self).debugDescription)")
-        }
-        guard let object = parsed as? [String: Any] else { throw .malformedAnswer("not a JSON object") }
-        return object
+    /// The JSON object the bytes of an answer hold.
+    static func decode(_ bytes: [UInt8]) throws(DirectoryError) -> JSONValue {
+        let value = try JSONValue.parse(bytes)
+        guard case .object = value else { throw .malformedAnswer("not a JSON object") }
+        return value
     }
 
     static func base64(_ text: String) -> String { Data(text.utf8).base64EncodedString() }
@@ -204,33 +195,26 @@ public final class EtcdClient: Sendable {
         return Data(bytes).base64EncodedString()
     }
 
-    /// An etcd 64-bit integer: a JSON string (or a number).
-    static func int64(_ value: Any?) -> Int64? {
-        if let text = value as? String { return Int64(text) }
-        if let number = value as? NSNumber { return number.int64Value }
-        return nil
-    }
-
-    static func revision(_ answer: [String: Any]) throws(DirectoryError) -> Int64 {
-        guard let header = answer["header"] as? [String: Any], let revision = int64(header["revision"]) else {
+    static func revision(_ answer: JSONValue) throws(DirectoryError) -> Int64 {
+        guard let revision = answer["header"]?["revision"]?.int64 else {
             throw .malformedAnswer("an answer without a revision")
         }
         return revision
     }
 
-    static func entry(_ value: Any?) throws(DirectoryError) -> DirectoryEntry {
-        guard let kv = value as? [String: Any], let keyText = kv["key"] as? String, let key = Data(base64Encoded: keyText) else {
+    static func entry(_ kv: JSONValue?) throws(DirectoryError) -> DirectoryEntry {
+        guard let keyText = kv?["key"]?.string, let key = Data(base64Encoded: keyText) else {
             throw .malformedAnswer("a key-value without a key")
         }
-        let bytes = (kv["value"] as? String).flatMap { Data(base64Encoded: $0) } ?? Data()
+        let bytes = kv?["value"]?.string.flatMap { Data(base64Encoded: $0) } ?? Data()
         return DirectoryEntry(
             key: String(decoding: key, as: UTF8.self), value: Array(bytes),
-            createRevision: int64(kv["create_revision"]) ?? 0, modRevision: int64(kv["mod_revision"]) ?? 0,
-            lease: int64(kv["lease"]) ?? 0)
+            createRevision: kv?["create_revision"]?.int64 ?? 0, modRevision: kv?["mod_revision"]?.int64 ?? 0,
+            lease: kv?["lease"]?.int64 ?? 0)
     }
 
-    static func entries(_ value: Any?) throws(DirectoryError) -> [DirectoryEntry] {
-        guard let list = value as? [Any] else { return [] }
+    static func entries(_ value: JSONValue?) throws(DirectoryError) -> [DirectoryEntry] {
+        guard let list = value?.array else { return [] }
         var result: [DirectoryEntry] = []
         for item in list { result.append(try entry(item)) }
         return result

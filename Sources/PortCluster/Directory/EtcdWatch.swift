@@ -73,11 +73,11 @@ public final class EtcdWatch {
     // MARK: The stream
 
     private func open() throws(DirectoryError) {
-        let request: [String: Any] = ["create_request": [
-            "key": EtcdClient.base64(prefix), "range_end": EtcdClient.prefixEnd(prefix),
-            "start_revision": String(nextRevision),
+        let request: JSONValue = ["create_request": [
+            "key": .string(EtcdClient.base64(prefix)), "range_end": .string(EtcdClient.prefixEnd(prefix)),
+            "start_revision": .string(String(nextRevision)),
         ]]
-        let body = try EtcdClient.encode(request)
+        let body = request.bytes
         let deadline = ContinuousClock.now + timeout
         do {
             let status = try http.startStream("/v3/watch", body: body, deadline: deadline)
@@ -106,20 +106,20 @@ public final class EtcdWatch {
     /// The changes one stream message carries (none for a creation or progress message).
     private func read(_ message: [UInt8]) throws(DirectoryError) -> [DirectoryChange] {
         let object = try EtcdClient.decode(message)
-        if let error = object["error"] as? [String: Any] {
+        if let error = object["error"], case .object = error {
             cancel()
-            throw .refused(code: Int(EtcdClient.int64(error["code"]) ?? 2), message: error["message"] as? String ?? "watch failed")
+            throw .refused(code: Int(error["code"]?.int64 ?? 2), message: error["message"]?.string ?? "watch failed")
         }
-        guard let result = object["result"] as? [String: Any] else { throw .malformedAnswer("a watch message without a result") }
-        if result["canceled"] as? Bool == true {
+        guard let result = object["result"], case .object = result else { throw .malformedAnswer("a watch message without a result") }
+        if result["canceled"]?.bool == true {
             cancel()
-            if let oldest = EtcdClient.int64(result["compact_revision"]), oldest > 0 { throw .compacted(oldestRevision: oldest) }
-            throw .refused(code: 1, message: result["cancel_reason"] as? String ?? "the watch was cancelled")
+            if let oldest = result["compact_revision"]?.int64, oldest > 0 { throw .compacted(oldestRevision: oldest) }
+            throw .refused(code: 1, message: result["cancel_reason"]?.string ?? "the watch was cancelled")
         }
         var changes: [DirectoryChange] = []
-        for event in result["events"] as? [[String: Any]] ?? [] {
+        for event in result["events"]?.array ?? [] {
             let entry = try EtcdClient.entry(event["kv"])
-            if event["type"] as? String == "DELETE" {
+            if event["type"]?.string == "DELETE" {
                 changes.append(.delete(key: entry.key, revision: entry.modRevision))
             } else {
                 changes.append(.put(entry))

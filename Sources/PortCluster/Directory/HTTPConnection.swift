@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 import PermanentThread
 import PortMessaging
@@ -277,7 +277,7 @@ final class HTTPConnection {
             if line.isEmpty { return (status, headers) }
             guard let colon = line.firstIndex(of: ":") else { throw .malformed("header \(line.prefix(80).debugDescription)") }
             let name = line[..<colon].lowercased()
-            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = line[line.index(after: colon)...].trimmingSpaces
         }
     }
 
@@ -307,7 +307,7 @@ final class HTTPConnection {
             return nil
         }
         let sizeText = String(decoding: pending[..<lineEnd].prefix { $0 != UInt8(ascii: ";") && $0 != carriageReturn }, as: UTF8.self)
-        guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+        guard let size = Int(sizeText.trimmingSpaces, radix: 16), size >= 0 else {
             throw .malformed("chunk size \(sizeText.prefix(40).debugDescription)")
         }
         let start = lineEnd + 1
@@ -331,5 +331,14 @@ final class HTTPConnection {
         let data = Array(pending[start..<start + size])
         pending.removeFirst(start + size + 2)
         return .data(data)
+    }
+}
+
+extension StringProtocol {
+    /// The text without the spaces and tabs at its ends (an HTTP header's value).
+    var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

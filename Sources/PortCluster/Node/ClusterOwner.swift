@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Who holds a name in the cluster: the node, the process on it, and where its node
 /// accepts connections from other hosts.

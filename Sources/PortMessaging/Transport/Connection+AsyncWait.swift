@@ -18,6 +18,44 @@ extension Connection {
         return try readReplies(on: shared)
     }
 
+    /// Ends async request `sequence` with `receiveTimedOut` once `timeout` has passed
+    /// from `sent` (`nil`: never), by the connection's deadline timer on its reply loop
+    /// (starting what reads the replies); if that cannot start, the wait ends at once with
+    /// the failure. The connection keeps one timer, at its earliest deadline: a request
+    /// whose deadline comes no earlier arms nothing, so a stream of requests wakes the reply
+    /// loop for their replies only.
+    func timeOut(_ sequence: UInt64, _ waiter: AsyncReply, after timeout: Duration?, from sent: ContinuousClock.Instant) {
+        do throws(PortError) {
+            let loop = try replyLoop()
+            guard let timeout else { return }
+            let timer = replies.withLock { table in
+                table.setDeadline(sent + timeout, of: sequence) { deadlineTimer(at: sent + timeout, on: loop) }
+            }
+            if let timer { try arm(timer, on: loop) }
+        } catch {
+            waiter.finish(.failure(error))
+        }
+    }
+
+    /// A timer that ends the requests due when it fires, and arms the next.
+    private func deadlineTimer(at date: ContinuousClock.Instant, on loop: ThreadLoop) -> LoopTimer {
+        LoopTimer(fireAt: date) { [weak self, weak loop] fired in
+            guard let self, let loop else { return }
+            let (due, next) = self.replies.withLock { table in
+                table.takeDue(at: .now, fired: fired) { self.deadlineTimer(at: $0, on: loop) }
+            }
+            if let next { try? self.arm(next, on: loop) }
+            for waiter in due { waiter.finish(.failure(.receiveTimedOut)) }
+        }
+    }
+
+    /// Adds a deadline timer to `loop`, or to the shared reply loop when `loop` has ended.
+    private func arm(_ timer: LoopTimer, on loop: ThreadLoop) throws(PortError) {
+        if (try? loop.add(timer, forMode: .common)) == nil {
+            do { try SharedReplyLoop.loop().add(timer, forMode: .common) } catch { throw .invalidPort }
+        }
+    }
+
     /// Makes `loop` the one that reads this unbound connection's replies from now on
     /// (unless another loop does already: then that one, which is returned).
     /// - Throws: `.system` when the connection cannot be watched (out of descriptors).

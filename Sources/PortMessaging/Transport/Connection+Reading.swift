@@ -297,6 +297,11 @@ extension Connection {
             FileDescriptor.close(descriptors)
             throw .malformed("adopt-connection frame without exactly one descriptor")
         }
+        if header.kind == .refused {
+            FileDescriptor.close(descriptors)
+            let reason = components.first.flatMap { if case .data(let bytes) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil } }
+            throw .refusedByPeer(reason: reason ?? "refused")
+        }
         if header.kind == .limits || header.kind == .noReply {
             guard components.isEmpty, descriptors.isEmpty else {
                 FileDescriptor.close(descriptors)

@@ -99,7 +99,11 @@ extension Connection {
                 }
             case .failure(let error):
                 let failure = PortError(connection: "send", error)
-                if failure == .peerDied { peerGoneOnWrite() }
+                if failure == .peerDied {
+                    peerGoneOnWrite()
+                    // A listening port that refused this process wrote why before it closed.
+                    if case .refusedByPeer = closedError { throw closedError }
+                }
                 throw failure
             }
         }

@@ -10,6 +10,8 @@ struct RequestTable {
         /// The suspended task of an async request, resumed with the reply instead of
         /// storing it.
         var waiter: AsyncReply?
+        /// When an async request's wait ends with `receiveTimedOut`, if its reply is not in.
+        var deadline: ContinuousClock.Instant?
     }
 
     private var nextSequence: UInt64 = 1
@@ -30,6 +32,10 @@ struct RequestTable {
     /// The loop that reads the unbound connection's replies once `loopReads` (the shared
     /// reply loop, or one chosen with `SendPort.readReplies(on:)`).
     var readerLoop: ThreadLoop?
+
+    /// The timer on the reply loop that ends async requests at their deadlines, and the
+    /// date it fires: one for the connection, at the earliest deadline (see `setDeadline`).
+    var deadlineTimer: (date: ContinuousClock.Instant, timer: LoopTimer)?
 
     /// What `complete` did with a reply.
     enum Completion {
@@ -63,6 +69,45 @@ struct RequestTable {
 
     /// The async waiters, to be failed with `failure` as the connection closes.
     var asyncWaiters: [AsyncReply] { slots.compactMap(\.waiter) }
+
+    /// Sets async request `sequence`'s deadline; true when no armed timer fires by then, so
+    /// the caller must arm one at `deadline` (and has been recorded as doing so). A request
+    /// whose deadline is no earlier than the armed timer's arms nothing: a stream of
+    /// requests with the same time-out sets one timer, not one each (and wakes the reply
+    /// loop once, not once per request).
+    mutating func setDeadline(_ deadline: ContinuousClock.Instant, of sequence: UInt64, timer: () -> LoopTimer) -> LoopTimer? {
+        guard let index = index(of: sequence), slots[index].waiter != nil else { return nil }
+        slots[index].deadline = deadline
+        if let armed = deadlineTimer, armed.date <= deadline { return nil }
+        let made = timer()
+        deadlineTimer = (deadline, made)
+        return made
+    }
+
+    /// The deadline timer `fired` at `now`: the async waiters that are due (their
+    /// deadlines cleared), and the timer to arm for the earliest deadline still ahead, if
+    /// the timer that fired was the armed one.
+    mutating func takeDue(
+        at now: ContinuousClock.Instant, fired: LoopTimer, timer: (ContinuousClock.Instant) -> LoopTimer
+    ) -> (due: [AsyncReply], next: LoopTimer?) {
+        var due: [AsyncReply] = []
+        var earliest: ContinuousClock.Instant?
+        for index in slots.indices {
+            guard let deadline = slots[index].deadline, let waiter = slots[index].waiter else { continue }
+            if deadline <= now {
+                slots[index].deadline = nil
+                due.append(waiter)
+            } else if earliest.map({ deadline < $0 }) ?? true {
+                earliest = deadline
+            }
+        }
+        guard deadlineTimer?.timer === fired else { return (due, nil) }
+        deadlineTimer = nil
+        guard let earliest else { return (due, nil) }
+        let next = timer(earliest)
+        deadlineTimer = (earliest, next)
+        return (due, next)
+    }
 
     /// The reply to `sequence` if it is in (taken out, unless `peek`), else the failure if
     /// any, else `nil`.

@@ -21,6 +21,10 @@ package enum WireKind: UInt8, Hashable, Sendable, CaseIterable {
     /// Header only: the request with this sequence number gets no reply (the receiving
     /// handler let its `PendingReply` go unanswered).
     case noReply = 6
+    /// Transport control: the listening port refused the connection (its
+    /// `PeerRequirement` did not admit the connecting process); one bytes component, the
+    /// reason in UTF-8. The port closes the connection right after it.
+    case refused = 7
 }
 
 /// Why the request of a `noReply` frame gets no reply: the frame's id field. A reader takes

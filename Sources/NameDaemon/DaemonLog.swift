@@ -13,13 +13,13 @@ import PermanentThread
 /// Refusals are logged at most `RefusalThrottle.linesPerWindow` times per client process
 /// per `RefusalThrottle.window`; the rest are counted, and the count is logged with that
 /// process's next refusal after the window.
-struct DaemonLog: Sendable {
+package struct DaemonLog: Sendable {
     let level: NameServerEvent.Severity
     let toJournal: Bool
     private let output: LogOutput
     private let throttle: RefusalThrottle
 
-    init(level: NameServerEvent.Severity, output: LogOutput = .standardError) {
+    package init(level: NameServerEvent.Severity, output: LogOutput = .standardError) {
         self.level = level
         self.output = output
         throttle = RefusalThrottle()
@@ -28,7 +28,7 @@ struct DaemonLog: Sendable {
 
     /// Logs a server event if it is at least as important as the chosen level, and, for a
     /// refusal, if its client is not over its share.
-    func event(_ event: NameServerEvent) {
+    package func event(_ event: NameServerEvent) {
         guard event.severity <= level else { return }
         switch event {
         case .connectionRefused(let pid, _, _), .requestRefused(let pid, _, _):
@@ -47,14 +47,14 @@ struct DaemonLog: Sendable {
     }
 
     /// Logs a line of the daemon's own (start, stop, signals).
-    func line(_ severity: NameServerEvent.Severity, _ text: String) {
+    package func line(_ severity: NameServerEvent.Severity, _ text: String) {
         guard severity <= level else { return }
         let prefix = toJournal ? "<\(severity.syslogPriority)>" : "portnamed: \(severity): "
         output.write(prefix + text + "\n")
     }
 
     /// Writes an error line, whatever the level: the daemon cannot go on.
-    func failure(_ text: String) {
+    package func failure(_ text: String) {
         output.write((toJournal ? "<3>\(text)" : "portnamed: \(text)") + "\n")
     }
 }

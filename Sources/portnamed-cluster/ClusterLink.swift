@@ -1,4 +1,5 @@
 import Glibc
+import NameDaemon
 import NamedPortServer
 import PermanentThread
 import PortCluster
@@ -19,7 +20,7 @@ import PortMessaging
 /// owner's port, which it looks up at this very server; the names are published with the
 /// gateway's address. A lookup at this server of a name held on another node is answered
 /// with a port relaying to that node's gateway.
-struct ClusterLink: Sendable {
+struct ClusterLink: DaemonCluster {
     let node: ClusterNode
     let gateway: ClusterGateway?
     /// The server's address, once it listens: where the gateway looks names up.
@@ -58,6 +59,44 @@ struct ClusterLink: Sendable {
             gateway = made
         } else {
             gateway = nil
+        }
+    }
+
+    // MARK: DaemonCluster
+
+    var directory: any NameDirectory { node }
+    var gatewayAddress: String? { gateway.map { "\($0.address)" } }
+
+    func serverListens(at address: String) { serverAddress.withLock { $0 = address } }
+
+    func close() {
+        gateway?.close()
+        node.close()
+    }
+
+    /// Starts cluster mode for `options` (which have `--etcd`), logging to `log`; exits with
+    /// status 2 for options the directory refuses (an endpoint that is not one), 1 when
+    /// the node's certificate or the gateway cannot be used.
+    static func start(_ options: DaemonOptions, log: DaemonLog) -> any DaemonCluster {
+        guard let etcd = options.etcd, let node = options.node else {
+            DaemonLog(level: .warning).failure("--etcd needs --node\n(see 'portnamed --help')")
+            exit(2)
+        }
+        do {
+            var tls: ClusterTLS?
+            if let certificate = options.tlsCertificate, let key = options.tlsKey, let authority = options.tlsAuthority {
+                do { tls = try ClusterTLS(certificate: certificate, privateKey: key, authority: authority) } catch {
+                    log.failure("cannot use the node's certificate: \(error)")
+                    exit(1)
+                }
+            }
+            return try ClusterLink(endpoint: etcd, nodeName: node, leaseTTL: options.leaseTTL, listen: options.listen, tls: tls, log: log)
+        } catch let error as DirectoryError {
+            DaemonLog(level: .warning).failure("\(error)\n(see 'portnamed --help')")
+            exit(2)
+        } catch {
+            log.failure("cannot take connections from other hosts: \(error)")
+            exit(1)
         }
     }
 }

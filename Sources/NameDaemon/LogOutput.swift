@@ -9,9 +9,9 @@ import PermanentThread
 /// line; a line that finds the buffer full is dropped and counted, and once the reader
 /// takes lines again a line says how many were dropped. Lines never interleave (one
 /// writer at a time, under the lock) and a line is never cut short.
-final class LogOutput: Sendable {
+package final class LogOutput: Sendable {
     /// The process's standard error, shared by every `DaemonLog`.
-    static let standardError = LogOutput(descriptor: STDERR_FILENO)
+    package static let standardError = LogOutput(descriptor: STDERR_FILENO)
 
     /// The most bytes kept for a reader that is behind.
     static let bufferLimit = 64 * 1024

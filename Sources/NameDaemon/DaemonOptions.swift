@@ -3,25 +3,25 @@ import NamedPortServer
 import PortMessaging
 
 /// What `portnamed`'s command line asks for.
-struct DaemonOptions {
-    var address: String?
-    var policy = NameServerPolicy()
-    var logLevel = NameServerEvent.Severity.info
+package struct DaemonOptions {
+    package var address: String?
+    package var policy = NameServerPolicy()
+    package var logLevel = NameServerEvent.Severity.info
     /// The cluster's directory (an etcd endpoint) and this node's name, when it joins one.
-    var etcd: String?
-    var node: String?
-    var leaseTTL = 5
+    package var etcd: String?
+    package var node: String?
+    package var leaseTTL = 5
     /// Where the node's gateway takes connections from other hosts (with `etcd`).
-    var listen: PortAddress?
+    package var listen: PortAddress?
     /// The node's certificate, its key and the cluster's authority (PEM files): TLS
     /// between the nodes, all three or none.
-    var tlsCertificate: String?
-    var tlsKey: String?
-    var tlsAuthority: String?
-    var showHelp = false
-    var showVersion = false
+    package var tlsCertificate: String?
+    package var tlsKey: String?
+    package var tlsAuthority: String?
+    package var showHelp = false
+    package var showVersion = false
 
-    static let usage = """
+    package static let usage = """
         usage: portnamed [--address PATH] [--socket-mode MODE] [--allow-uid UID]... [--allow-any-user]
                          [--max-connections N] [--max-names N] [--max-watches N]
                          [--max-waiting-lookups N] [--max-queued-bytes N] [--service-dir DIR]...
@@ -100,7 +100,7 @@ struct DaemonOptions {
 
     /// Parses the arguments (without the program name).
     /// - Throws: a message for a usage error.
-    static func parse(_ arguments: [String]) throws(UsageError) -> DaemonOptions {
+    package static func parse(_ arguments: [String]) throws(UsageError) -> DaemonOptions {
         var options = DaemonOptions()
         var allowed: Set<UInt32> = []
         var anyUser = false
@@ -185,7 +185,7 @@ struct DaemonOptions {
 }
 
 /// A command line `portnamed` cannot run: the message says what is wrong.
-struct UsageError: Error {
-    var message: String
+package struct UsageError: Error {
+    package var message: String
     init(_ message: String) { self.message = message }
 }
