@@ -16,6 +16,7 @@
 #   share/man/man1/portname.1, share/man/man8/portnamed.8
 #   share/bash-completion/completions/portname (and portnamed, a link to it)
 #   share/zsh/site-functions/_portname
+#   share/fish/vendor_completions.d/portname.fish (and portnamed.fish, a link to it)
 #   lib/systemd/system/portnamed.{socket,service}   (ExecStart= the installed portnamed)
 #   lib/systemd/user/portnamed.{socket,service}
 #   share/portkit/systemd/cluster.conf              (a drop-in for cluster mode, not active)
@@ -59,6 +60,8 @@ install -Dm644 docs/man/portnamed.8 -t "$root/share/man/man8/"
 install -Dm644 Packaging/completion/portname.bash "$root/share/bash-completion/completions/portname"
 ln -sfn portname "$root/share/bash-completion/completions/portnamed"
 install -Dm644 Packaging/completion/_portname -t "$root/share/zsh/site-functions/"
+install -Dm644 Packaging/completion/portname.fish -t "$root/share/fish/vendor_completions.d/"
+ln -sfn portname.fish "$root/share/fish/vendor_completions.d/portnamed.fish"
 
 # The units name the daemon by its installed path.
 unit() {

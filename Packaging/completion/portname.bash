@@ -13,7 +13,7 @@ _portname_names() {
 
 _portname() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
-    local verbs="list lookup watch status serve send help" verb="" i
+    local verbs="list lookup watch status serve send call monitor help" verb="" i
     if [[ $prev == --address ]]; then
         COMPREPLY=($(compgen -f -- "$cur"))
         return
@@ -21,7 +21,7 @@ _portname() {
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
         --address) ((i++)) ;;
-        list | lookup | watch | status | serve | send | help) verb=${COMP_WORDS[i]}; break ;;
+        list | lookup | watch | status | serve | send | call | monitor | help) verb=${COMP_WORDS[i]}; break ;;
         esac
     done
     case $verb in
@@ -33,7 +33,7 @@ _portname() {
         --tls-cert | --tls-key | --tls-ca) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
         COMPREPLY=($(compgen -W "--activatable --cluster --tls-cert --tls-key --tls-ca --json --help" -- "$cur")) ;;
-    status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+    status) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
     lookup)
         [[ $prev == --wait ]] && return
         COMPREPLY=($(compgen -W "--wait --json --help $(_portname_names)" -- "$cur")) ;;
@@ -42,6 +42,13 @@ _portname() {
     send)
         [[ $prev == --id || $prev == --timeout ]] && return
         COMPREPLY=($(compgen -W "--id --timeout --json --help $(_portname_names)" -- "$cur")) ;;
+    call)
+        case $prev in
+        --id | --timeout | --text) return ;;
+        --bytes | --fd) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+        esac
+        COMPREPLY=($(compgen -W "--id --text --bytes --fd --oneway --timeout --json --help $(_portname_names)" -- "$cur")) ;;
+    monitor) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
     esac
 }
 

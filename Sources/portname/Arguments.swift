@@ -4,16 +4,21 @@ import NamedPortServer
 struct Options {
     var positional: [String] = []
     var values: [String: String] = [:]
+    /// The values of options that may be given more than once, in order.
+    var repeated: [String: [String]] = [:]
     var flags: Set<String> = []
 
-    /// Splits `arguments`; `valued` options take the next argument, `flags` take none.
-    /// `--help` and `-h` are flags of every verb.
-    init(_ arguments: [String], verb: Verb, valued: Set<String> = [], flags known: Set<String> = []) throws(Exit) {
+    /// Splits `arguments`; `valued` options take the next argument (`repeatable` ones may
+    /// come more than once), `flags` take none. `--help` and `-h` are flags of every verb.
+    init(
+        _ arguments: [String], verb: Verb, valued: Set<String> = [], repeatable: Set<String> = [], flags known: Set<String> = []
+    ) throws(Exit) {
         var rest = arguments[...]
         while let argument = rest.popFirst() {
-            if valued.contains(argument) {
+            if valued.contains(argument) || repeatable.contains(argument) {
                 guard let value = rest.popFirst() else { throw .usage("\(argument) needs a value", verb: verb) }
                 values[argument] = value
+                if repeatable.contains(argument) { repeated[argument, default: []].append(value) }
             } else if known.contains(argument) || argument == "--help" || argument == "-h" {
                 flags.insert(argument == "-h" ? "--help" : argument)
             } else if argument == "--" {

@@ -2,7 +2,7 @@ import NamedPortServer
 
 /// The commands `portname` runs.
 enum Verb: String, CaseIterable {
-    case list, lookup, watch, status, serve, send
+    case list, lookup, watch, status, serve, send, call, monitor
 
     /// The verb's synopsis line (after `portname [--address PATH]`).
     var synopsis: String {
@@ -10,9 +10,12 @@ enum Verb: String, CaseIterable {
         case .list: return "list [--activatable | --cluster URL [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--json]"
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
-        case .status: return "status [--json]"
+        case .status: return "status [NAME] [--json]"
         case .serve: return "serve NAME [--echo] [--cluster] [--queue | --replace] [--replaceable] [--json]"
         case .send: return "send NAME [--id N] [--timeout SECONDS] [--json] [TEXT]"
+        case .call:
+            return "call NAME [--id N] [--text TEXT | --bytes FILE|-] [--fd PATH]... [--oneway] [--timeout SECONDS] [--json]"
+        case .monitor: return "monitor NAME|PREFIX*... [--json]"
         }
     }
 
@@ -65,7 +68,12 @@ enum Verb: String, CaseIterable {
                 "key: value" line each: address, pid, uptime (seconds), connections, names,
                 watches, waiting_lookups, refused_connections, refused_requests. With --json,
                 one object with the same keys.
-                Exit status: 0; 1 refused; 5 no server.
+                With NAME, prints what the server knows of NAME's owner instead, one
+                "key: value" line each: name, pid, uid, gid, then where known executable
+                (/proc/PID/exe), cgroup (/proc/PID/cgroup), unit (the systemd *.service of
+                the cgroup), activatable and standbys (their pids). With --json, one object
+                with the same keys ("standbys" a list of pids).
+                Exit status: 0; 1 not found or refused; 2 invalid name; 5 no server.
                 """
         case .serve:
             return """
@@ -94,6 +102,37 @@ enum Verb: String, CaseIterable {
                 send and the wait for the reply (default 10 seconds, at most 86400). With --json:
                 {"name": NAME, "id": ID, "reply": TEXT} (ID: the reply's id).
                 Exit status: 0; 1 not found; 2 invalid name or time; 3 timed out; 4 the owner died; 5 no server.
+                It is `call NAME --text TEXT` with the reply printed as a line of text.
+                """
+        case .call:
+            return """
+                Sends a message with id N (default 0) to the port registered as NAME: one bytes
+                component (TEXT with --text, the contents of FILE with --bytes, the standard
+                input with --bytes -; empty otherwise), then each --fd PATH opened (read-write
+                where allowed, else read-only) and sent as a descriptor component. A request
+                by default: the reply's bytes are written to the standard output as they are
+                (its descriptors are closed). With --oneway, a one-way message: nothing waits
+                for a reply. --timeout bounds the send and the wait for the reply (default 10
+                seconds, at most 86400). With --json, one line:
+                {"name": NAME, "id": ID, "size": SIZE, "bytes": BASE64, "components": N,
+                "descriptors": N} (ID: the reply's id), or for --oneway
+                {"name": NAME, "id": ID, "sent": SIZE}.
+                Exit status: 0; 1 not found or unreadable input; 2 usage; 3 timed out;
+                4 the owner died; 5 no server.
+                """
+        case .monitor:
+            return """
+                Prints every message on the connections the server brokers to NAME (or to a
+                name starting with PREFIX) while it runs, one line each, flushed at once:
+                TIME NAME#CONNECTION ->|<- KIND id=ID corr=N pid=PID uid=UID size=BYTES [COMPONENTS]
+                (TIME: seconds since the epoch; -> to the name, <- from it; KIND: opened,
+                request, reply, message, no_reply, closed; corr ties a reply to its request).
+                With --json, one object per line: {"time", "name", "connection", "event",
+                "direction": "to"|"from", "id", "correlation", "pid", "uid", "gid", "size",
+                "components", "reply_port"}, after a first {"event": "monitoring", "names": …}.
+                Only connections looked up while it runs are seen. Only the names' owner's
+                user and root may monitor them. Runs until interrupted.
+                Exit status: 1 refused; 2 invalid name or prefix; 5 no server (or it went).
                 """
         }
     }
@@ -126,8 +165,8 @@ enum Help {
         \(synopsis(nil))
                portname --help | --version | VERB --help | help VERB
 
-        Lists, looks up and watches the names a PortKit name server holds, and serves or
-        sends to a named port. Names are 1 to 255 bytes of UTF-8 without whitespace,
+        Lists, looks up and watches the names a PortKit name server holds, serves, calls or
+        sends to a named port, and monitors the messages to named ports. Names are 1 to 255 bytes of UTF-8 without whitespace,
         control characters or '/'.
 
         \(common)

@@ -9,6 +9,9 @@ struct JSONLine {
     mutating func add(_ key: String, _ value: Int) { members.append("\(Self.quoted(key)): \(value)") }
     mutating func add(_ key: String, _ value: Bool) { members.append("\(Self.quoted(key)): \(value)") }
     mutating func add(_ key: String, _ value: Double) { members.append("\(Self.quoted(key)): \(value)") }
+    mutating func add(_ key: String, _ values: [Int]) {
+        members.append("\(Self.quoted(key)): [" + values.map(String.init).joined(separator: ", ") + "]")
+    }
 
     var text: String { "{" + members.joined(separator: ", ") + "}" }
 

@@ -1,7 +1,7 @@
 import Glibc
 import NamedPortServer
 
-/// `serve` and `send`: a named port from the shell, and a request to one.
+/// `serve`: a named port from the shell (`call` and `send` are CallCommand's).
 enum PortCommands {
     static func serve(_ options: Options, address: String?) throws(Exit) {
         guard options.positional.count == 1 else { throw .usage("serve takes one NAME", verb: .serve) }
@@ -62,43 +62,6 @@ enum PortCommands {
         withExtendedLifetime(client) {
             while true { _ = try? loop.run() }
         }
-    }
-
-    static func send(_ options: Options, address: String?) throws(Exit) {
-        guard (1...2).contains(options.positional.count) else {
-            throw .usage("send takes NAME and at most one TEXT", verb: .send)
-        }
-        let id = try options.values["--id"].map { (text) throws(Exit) -> UInt32 in
-            guard let id = UInt32(text) else { throw .usage("--id needs a number from 0 to \(UInt32.max)", verb: .send) }
-            return id
-        } ?? 0
-        let timeout = try options.seconds("--timeout", verb: .send) ?? .seconds(10)
-        let name = try validName(options.positional[0])
-        let text = options.positional.count > 1 ? options.positional[1] : ""
-        let client = try connect(address)
-        let port: SendPort
-        do {
-            port = try client.blockingLookup(name)
-        } catch {
-            throw Exit(error)
-        }
-        do {
-            let request = Message(id: id, components: [.data(Array(text.utf8))], replyPort: nil)
-            let reply = try port.blockingRequest(request, sendTimeout: timeout, receiveTimeout: timeout)
-            let text = String(decoding: reply.bytes, as: UTF8.self)
-            if options.wantsJSON {
-                var line = JSONLine()
-                line.add("name", name)
-                line.add("id", Int(reply.id))
-                line.add("reply", text)
-                say(line.text)
-            } else {
-                say(text)
-            }
-        } catch {
-            throw Exit(error, name: name)
-        }
-        port.invalidate()
     }
 
     /// A `serve --json` line: `{"event": EVENT, "name": NAME}`, then `"pid"` (this

@@ -36,6 +36,10 @@ func run(_ arguments: [String]) throws(Exit) {
     switch verb {
     case .list: options = try Options(rest, verb: verb, valued: ["--cluster", "--tls-cert", "--tls-key", "--tls-ca"], flags: ["--json", "--activatable"])
     case .status: options = try Options(rest, verb: verb, flags: ["--json"])
+    case .monitor: options = try Options(rest, verb: verb, flags: ["--json"])
+    case .call:
+        options = try Options(
+            rest, verb: verb, valued: ["--id", "--text", "--bytes", "--timeout"], repeatable: ["--fd"], flags: ["--oneway", "--json"])
     case .lookup: options = try Options(rest, verb: verb, valued: ["--wait"], flags: ["--json"])
     case .watch: options = try Options(rest, verb: verb, flags: ["--json"])
     case .serve: options = try Options(rest, verb: verb, flags: ["--echo", "--cluster", "--json", "--queue", "--replaceable", "--replace"])
@@ -46,10 +50,13 @@ func run(_ arguments: [String]) throws(Exit) {
     switch verb {
     case .list: try QueryCommands.list(options, address: address)
     case .lookup: try QueryCommands.lookup(options, address: address)
+    case .status where !options.positional.isEmpty: try StatusCommand.run(options, address: address)
     case .status: try QueryCommands.status(options, address: address)
     case .watch: try WatchCommand.run(options, address: address)
     case .serve: try PortCommands.serve(options, address: address)
-    case .send: try PortCommands.send(options, address: address)
+    case .send: try CallCommand.send(options, address: address)
+    case .call: try CallCommand.run(options, address: address)
+    case .monitor: try MonitorCommand.run(options, address: address)
     }
 }
 

@@ -17,6 +17,15 @@ enum NamesSnippets {
 
     /// The document's snippet number 2 (counting snippets and tables).
     static func snippet2() async throws {
+        let names = try await NameServerClient.connect()
+        for try await event in try await names.monitor(["db", "cache.*"]) {
+            print(event.kind, event.name, event.id, event.correlation, event.sender?.pid ?? 0, event.byteCount)
+        }
+        _ = names
+    }
+
+    /// The document's snippet number 3 (counting snippets and tables).
+    static func snippet3() async throws {
         let port = ReceivePort()
         let loop = ThreadLoop.current          // the loop that serves `port`, and runs
         let names = try NameServerClient.blockingConnect(reconnectingOn: loop)
@@ -28,8 +37,8 @@ enum NamesSnippets {
         _ = registration
     }
 
-    /// The document's snippet number 3 (counting snippets and tables).
-    static func snippet3() async throws {
+    /// The document's snippet number 4 (counting snippets and tables).
+    static func snippet4() async throws {
         let port = ReceivePort()
         let names = try NameServerClient.blockingConnect()
         let standby = try names.blockingRegister("db", port: port, ifTaken: .queue)
@@ -40,8 +49,8 @@ enum NamesSnippets {
         _ = standby
     }
 
-    /// The document's snippet number 4 (counting snippets and tables).
-    static func snippet4() async throws {
+    /// The document's snippet number 5 (counting snippets and tables).
+    static func snippet5() async throws {
         let port = ReceivePort()
         let names = try NameServerClient.blockingConnect()
         try names.blockingRegister("db", port: port, requiring: .sameUser.and(.executable("/usr/bin/db-client")))
@@ -54,8 +63,8 @@ enum NamesSnippets {
         _ = listening
     }
 
-    /// The document's snippet number 5 (counting snippets and tables).
-    static func snippet5() async throws {
+    /// The document's snippet number 6 (counting snippets and tables).
+    static func snippet6() async throws {
         let port = ReceivePort()
         let names = try NameServerClient.blockingConnect()
         try port.schedule(on: .current) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }

@@ -59,6 +59,7 @@ struct ActivationTests {
         let firstPID = try #require(setup.starts.first)
         #expect(try ask(first, "hi") == "\(firstPID) hi")
         #expect(setup.starts == [firstPID])
+        #expect(try setup.names.blockingStatus(of: "svc.echo").isActivatable == true)
         // Closing the only client's connection makes the service idle: it exits, and its
         // name goes with its connection.
         first.invalidate()

@@ -106,8 +106,8 @@ struct OperatorDocsTests {
     }
 
     /// Every option of every verb, as `portname VERB --help` gives it, is completed for that
-    /// verb: bash's completion run for real, zsh's read from the verb's `_arguments`.
-    @Test(arguments: ["list", "lookup", "watch", "status", "serve", "send"])
+    /// verb: bash's completion run for real, zsh's read from the verb's `_arguments`, fish's `-l` lines.
+    @Test(arguments: ["list", "lookup", "watch", "status", "serve", "send", "call", "monitor"])
     func eachVerbsOptionsAreCompletedForThatVerb(verb: String) throws {
         let usage = try help(ChildProcessPaths.portname, [verb, "--help"])
         let synopsis = try #require(usage.split(separator: "\n").first.map(String.init))
@@ -128,6 +128,10 @@ struct OperatorDocsTests {
         let start = try #require(zsh.range(of: "        \(verb)) _arguments"), "_portname has no \(verb) case")
         let section = zsh[start.lowerBound...].prefix { $0 != ";" }
         for option in options { #expect(flags(String(section)).contains(option), "_portname's \(verb) lacks \(option)") }
+
+        let fish = try text("Packaging/completion/portname.fish")
+        for option in options { #expect(fish.contains("-l \(option.dropFirst(2))"), "portname.fish lacks \(option)") }
+        #expect(fish.contains("-a \(verb) "), "portname.fish lacks \(verb)")
     }
 
     /// The page says how `--json` output reads (JSON Lines, with jq) and documents
@@ -165,12 +169,13 @@ struct OperatorDocsTests {
         let values = [
             "NAME": "\"n\"", "NODE": "\"n\"", "PATH": "\"/p\"", "TEXT": "\"t\"",
             "PID": "1", "UID": "1", "ID": "1", "N": "1", "SECONDS": "1.5",
+            "GID": "1", "UNIT": "\"u\"", "BOOL": "true", "BASE64": "\"AA==\"", "KIND": "\"request\"",
         ]
         for shape in shapes {
             let json = shape.replacingOccurrences(of: "\\b[A-Z]+\\b", with: "$0", options: .regularExpression)
                 .split(separator: " ", omittingEmptySubsequences: false)
                 .map { word -> String in
-                    let bare = word.trimmingCharacters(in: CharacterSet(charactersIn: ",}"))
+                    let bare = word.trimmingCharacters(in: CharacterSet(charactersIn: ",}[]"))
                     guard let value = values[bare] else { return String(word) }
                     return word.replacingOccurrences(of: bare, with: value)
                 }

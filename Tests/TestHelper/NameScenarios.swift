@@ -78,9 +78,7 @@ import PortKitTestSupport
             if slow { usleep(20_000_000) }
             return Message(id: request.id, components: [.data(Array("\(pid) ".utf8) + request.bytes)], replyPort: nil)
         }
-        try client.blockingRegister(name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host)
-        say("serving \(name) \(pid)")
-        try serveForever(loop, keeping: client)
+        try serveUntilKilled(client, name, port: port, scope: arguments.contains("--cluster") ? .cluster : .host, on: loop)
     } catch {
         say("error \(error)")
         return 1

@@ -15,6 +15,7 @@ let scenarios: [String: Scenario] = [
     "port-tls": portTLS,
     "names-server": namesServer,
     "names-owner": namesOwner,
+    "names-echo": namesEcho,
     "names-request": namesRequest,
     "names-churn": namesChurn,
     "names-stress": namesStress,

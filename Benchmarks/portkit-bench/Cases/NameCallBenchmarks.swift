@@ -6,24 +6,15 @@ extension NameBenchmarks {
     static let callSize = 32
 
     /// `names.call`: a request to a named owner and its reply, once the name is looked up:
-    /// PortKit's send port from `lookup` (a connection of its own to the owner) against
+    /// PortKit's send port from `lookup` (a connection of its own to the owner), the same
+    /// while a monitor watches the name (`portkit-monitored`, through the server's tap), against
     /// `raw`, one bare request/response over a connected Unix socket, and `dbus`, a method
     /// call to the owner's name through the bus.
     static func call(count: Int) -> BenchmarkCase {
         let request = Message(id: 1, bytes: PortBenchmarks.payload(callSize))
         return BenchmarkCase(name: "names.call", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
-                let fixture = try NameFixture()
-                let client = try NameServerClient.blockingConnect(to: fixture.address)
-                let port = try client.blockingLookup(fixture.name)
-                return .init(
-                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: callSize) },
-                    stop: {
-                        port.invalidate()
-                        client.close()
-                        fixture.stop()
-                    })
-            },
+            lookedUpCall("portkit", count: count, request, monitored: false),
+            lookedUpCall("portkit-monitored", count: count, request, monitored: true),
             rawRequest(count: count),
             DBusBenchmarks.call(count: count, size: callSize),
         ])

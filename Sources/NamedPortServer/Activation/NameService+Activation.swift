@@ -70,6 +70,12 @@ extension NameService {
         policy.serviceDirectories.isEmpty ? [] : ServiceCatalog(directories: policy.serviceDirectories).names
     }
 
+    /// Whether a service file declares `name`.
+    func isActivatable(_ name: String) -> Bool {
+        guard !policy.serviceDirectories.isEmpty else { return false }
+        return ServiceCatalog(directories: policy.serviceDirectories).file(for: name) != nil
+    }
+
     /// `name` was registered: its start, if one was under way, is over. Its process runs on
     /// and is reaped when it ends.
     func activationRegistered(_ name: String) {

@@ -42,9 +42,16 @@ package enum NameOperation: UInt32, Sendable {
     /// trailing scope field as `register`'s. A server that predates it answers a protocol
     /// error (unknown operation), and the client sends `register`.
     case registerSame = 10
+    /// [monitor id, port, pattern…] → ok [owners the patterns match]: a pattern is a name,
+    /// or a prefix and `*`. Events (`MonitorEventCodec`) follow, to the port, for each
+    /// connection brokered to a matching name while the monitor lasts (NameService+Monitor.swift).
+    case monitor = 11
+    /// [name] → ok [pid, uid, gid, executable, cgroup], then fields other features add at
+    /// the end (`NameOwnerStatus`).
+    case nameStatus = 12
     /// [] → ok [activatable names, one string, separated by newlines]: the names the
     /// server's service files declare (NameService+Activation.swift).
-    case activatable = 11
+    case activatable = 13
 }
 
 /// What a watch's port receives: the id of a one-way message, fields [name, pid, uid], and

@@ -45,10 +45,10 @@ extension NameService {
         }
     }
 
-    /// A register carries one port, a watch one; no request carries anything else.
+    /// A register carries one port, a watch and a monitor one; no request carries anything else.
     private func checkAttachments(_ message: Message, _ operation: NameOperation) throws(NameServerError) {
         let ports = message.components.reduce(0) { count, component in if case .port = component { count + 1 } else { count } }
-        let expected = operation == .register || operation == .watch ? 1 : 0
+        let expected = operation == .register || operation == .watch || operation == .monitor ? 1 : 0
         // A register's notice port (a standby's, a replaceable owner's) is its second.
         let extra = operation == .register && ports == 2 ? 1 : 0
         let descriptors = message.components.contains { if case .descriptor = $0 { true } else { false } }
@@ -157,6 +157,12 @@ extension NameService {
         case .status:
             answer(pending, ok(statistics.fields(counts)), client)
 
+        case .monitor:
+            try startMonitor(&fields, client, pending)
+
+        case .nameStatus:
+            try answerNameStatus(&fields, client, pending)
+
         case .activatable:
             answer(pending, ok([NameField.string(activatableNames.joined(separator: "\n"))]), client)
         }
@@ -235,13 +241,17 @@ extension NameService {
             return refuse(pending, .peerRequirementNotMet(name: name, reason: reason), client)
         }
         var fields = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
+        var tapped: MonitorTap?
         if wantsPort {
             guard channel.isValid else {
                 channelDied(channel)
                 return refuse(pending, .notFound(name: name), client)
             }
-            fields.append(.port(channel))
+            // While a monitor watches the name, the looker is given a tapped connection.
+            tapped = monitoring.isEmpty ? nil : tap(holder, channel, for: client)
+            fields.append(.port(tapped?.entrance.makeSendPort() ?? channel))
         }
+        defer { tapped?.closeUnlessTaken() }
         if !answerLookup(of: name, fields, through: channel, pending, client) {
             channelDied(channel)
             refuse(pending, .notFound(name: name), client)

@@ -39,6 +39,8 @@ final class NameService: @unchecked Sendable {
     var clusterScoped: Set<String> = []
     /// Refusal counters and the event handler.
     var statistics: ServerStatistics
+    /// The monitors, and the connections tapped for them (NameService+Monitor.swift).
+    var monitoring = MonitorBoard()
     /// The clients' time-outs: hello, request, idle.
     lazy var timeouts = PeerTimeouts(
         loop: loop,
@@ -111,6 +113,7 @@ final class NameService: @unchecked Sendable {
         }
         for watch in watchPorts.values { watch.port.invalidate() }
         watchPorts = [:]
+        endMonitoring()
         clients = [:]
         admitted = 0
         port.invalidate()
@@ -168,6 +171,7 @@ final class NameService: @unchecked Sendable {
         for key in watchPorts.keys where key.connectionID == client.peer.id {
             watchPorts.removeValue(forKey: key)?.port.invalidate()
         }
+        endMonitors(of: client.peer.id)
         // Watchers first: telling them is the latency that counts; closing the released
         // ports' connections costs more, and nothing waits for it.
         for holder in released.holders { notifyWatchers(.vanished, holder.owner) }
