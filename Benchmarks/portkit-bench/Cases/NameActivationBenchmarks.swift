@@ -9,7 +9,9 @@ import PortMessaging
 /// owns the name), and the floor of both: a spawn of the same service binary until it says
 /// over a pipe that it runs. The service binaries are as small as each side makes them: a
 /// C program with libdbus for D-Bus, `portkit-bench-service` (PortKit's name client, no
-/// Foundation) for PortKit. Process start dominates.
+/// Foundation) for PortKit. Process start dominates: a Swift program loads the Swift
+/// runtime's shared libraries, which a C one does not, so its floor is the larger; built
+/// with `--static-swift-stdlib` (and named by `PORTKIT_BENCH_SERVICE`) it loads none of them.
 enum NameActivationBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         [activation(count: scale.count(30, quick: 3))]
