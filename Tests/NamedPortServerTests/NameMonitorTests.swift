@@ -168,7 +168,7 @@ struct NameMonitorTests {
         let helper = URL(fileURLWithPath: ChildProcessPaths.helper).resolvingSymlinksInPath().path
         #expect(status.executable == helper)
         #expect(status.controlGroup?.hasPrefix("/") == true)
-        #expect(status.isActivatable == nil && status.standbys == nil)
+        #expect(status.isActivatable == false && status.standbys == [])
         #expect(throws: NameServerError.notFound(name: "st.none")) { try client.blockingStatus(of: "st.none") }
     }
 

@@ -59,9 +59,14 @@ struct StandbyTests {
         let thirdRegistration = try await third.register("line", port: port, ifTaken: .queue)
         #expect(secondRegistration.state == .queued)
         #expect(thirdRegistration.state == .queued)
+        // The owner's status lists the standbys in queue order (all in processes of this
+        // test's: the serving child's, then this one's twice).
+        let queue = try owner.blockingStatus(of: "line").standbys?.map(\.pid)
+        #expect(queue == [doomed.pid, getpid(), getpid()])
         doomed.signal(SIGKILL)
         #expect(try doomed.wait() == .signalled(SIGKILL))
         #expect(try waitFor { try counts(server).contains("connections=3") })
+        #expect(try owner.blockingStatus(of: "line").standbys?.count == 2)
 
         owner.close()
         #expect(waitFor { secondRegistration.state == .registered })

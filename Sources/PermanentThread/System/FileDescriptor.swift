@@ -115,17 +115,4 @@ package struct FileDescriptor: RawRepresentable, Hashable, Sendable, CustomStrin
     package var isOpen: Bool {
         fcntl(rawValue, F_GETFD) != -1
     }
-
-    /// The number of descriptors open in this process (entries of `/proc/self/fd`,
-    /// less the one used to list them). Tests use it to prove nothing leaks.
-    package static func openCount() -> Int {
-        guard let dir = opendir("/proc/self/fd") else { return -1 }
-        var count = 0
-        while let entry = readdir(dir) {
-            let first = withUnsafeBytes(of: entry.pointee.d_name) { $0[0] }
-            if first != UInt8(ascii: ".") { count += 1 }
-        }
-        closedir(dir)
-        return count - 1
-    }
 }

@@ -62,37 +62,6 @@ extension FileDescriptor {
         }.get()
     }
 
-    /// What one `receive` got.
-    package struct Received {
-        /// Bytes received; 0 means the peer closed.
-        package var count: Int
-        /// Descriptors that came with them; the caller owns and must close them.
-        package var descriptors: [CInt]
-        /// The datagram or its descriptors did not fit the buffers (the excess is discarded).
-        package var truncated: Bool
-
-        /// What a read got.
-        package init(count: Int, descriptors: [CInt], truncated: Bool) {
-            self.count = count
-            self.descriptors = descriptors
-            self.truncated = truncated
-        }
-    }
-
-    /// Receives one datagram (or what a stream has) and the descriptors sent with it,
-    /// close-on-exec, without blocking.
-    ///
-    /// The corresponding C function is `recvmsg` with `MSG_DONTWAIT | MSG_CMSG_CLOEXEC`.
-    package func receive(into buffer: UnsafeMutableRawBufferPointer, maxDescriptors: Int = 253) throws(Errno) -> Received {
-        // The descriptors land in a stack buffer: a heap array of 253 entries per call was a
-        // measurable part of a small message's cost, and most reads bring none.
-        try withUnsafeTemporaryAllocation(of: CInt.self, capacity: max(1, maxDescriptors)) { (fds) throws(Errno) -> Received in
-            let (count, received, truncated, _) = try receive(into: buffer, descriptors: fds)
-            let descriptors = received == 0 ? [] : Array(UnsafeBufferPointer(rebasing: fds[..<received]))
-            return Received(count: count, descriptors: descriptors, truncated: truncated)
-        }
-    }
-
     /// Receives one datagram (or what a stream has) into `buffer`, and the descriptors sent
     /// with it (close-on-exec) into `descriptors`, without allocating. Returns the bytes
     /// received (0: the peer closed), how many descriptors arrived (the caller owns and must

@@ -159,12 +159,6 @@ extension Connection {
     /// The most descriptors one read can bring (Linux's SCM_MAX_FD).
     static let maxReceivedDescriptors = 253
 
-    /// Makes a connected pair of socket connections (both in this process, for now).
-    static func socketPair(limits: WireLimits = .transport()) throws(PortError) -> (Connection, Connection) {
-        let (a, b) = try makeSocketPair()
-        return (Connection(.socket(a), limits: limits), Connection(.socket(b), limits: limits))
-    }
-
     /// A connected pair of non-blocking stream sockets.
     static func makeSocketPair() throws(PortError) -> (FileDescriptor, FileDescriptor) {
         do {

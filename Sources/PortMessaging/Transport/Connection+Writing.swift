@@ -119,12 +119,6 @@ extension Connection {
         _ = try result.get()
     }
 
-    /// Writes `reply` as the reply to request `sequence`. A failure is not reported: the
-    /// requester sees its receive timeout, and nothing else can be told.
-    func writeReply(_ reply: Message, sequence: UInt64, timeout: Duration) {
-        try? sendReply(reply, sequence: sequence, timeout: timeout)
-    }
-
     /// Writes `reply` as the reply to request `sequence`, or throws (nothing written) when
     /// it cannot be encoded or written within `timeout`.
     func sendReply(_ reply: Message, sequence: UInt64, timeout: Duration) throws(PortError) {
