@@ -121,6 +121,9 @@ let package = Package(
         .testTarget(
             name: "PermanentThreadTests", dependencies: ["PermanentThread", "PortKitTestSupport", "portkit-test-helper"],
             swiftSettings: strict),
+        // The System layer's and the Poller's own tests (both layers live in PermanentThread).
+        .testTarget(name: "SystemTests", dependencies: ["PermanentThread", "CPortKitSystem", "PortKitTestSupport"], swiftSettings: strict),
+        .testTarget(name: "PollerTests", dependencies: ["PermanentThread"], swiftSettings: strict),
         .testTarget(
             name: "PortMessagingTests",
             dependencies: ["PortMessaging", "PortKitTestSupport", "portkit-test-helper", "message-port-server", "message-port-client"],

@@ -82,7 +82,7 @@ struct PermanentThreadStopTests {
             inBlock.open()
             // A handler that runs the loop again, as a modal wait does; the exit marker
             // runs in here.
-            let result = try? ThreadLoop.current.run(mode: .default, for: .seconds(120))
+            let result = try? ThreadLoop.current.run(mode: .default, for: .seconds(120))  // owned thread
             nestedResult.update { $0 = result }
         }
         #expect(inBlock.wait())

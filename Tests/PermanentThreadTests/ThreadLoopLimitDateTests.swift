@@ -8,7 +8,7 @@ import PortKitTestSupport
 struct ThreadLoopLimitDateTests {
     /// Runs `body` with the loop, on the loop's thread.
     private func onLoop<T>(_ thread: PermanentThread, _ body: (ThreadLoop) throws -> T) throws -> T {
-        try thread.sync { try body(ThreadLoop.current) }
+        try thread.sync { try body(ThreadLoop.current) }  // owned thread
     }
 
     private func startedThread(_ name: String) throws -> PermanentThread {

@@ -22,24 +22,26 @@ struct ThreadLoopRunTests {
     }
 
     @Test func pastDeadlinePollsOnceAndTimesOut() throws {
-        let loop = ThreadLoop.current
-        let source = keepAlive()
-        try loop.add(source, forMode: "poll")
-        defer { source.invalidate() }
-        let start = ContinuousClock.now
-        #expect(try loop.run(mode: "poll", until: .now - .seconds(1)) == .timedOut)
-        #expect(try loop.run(mode: "poll", for: .zero) == .timedOut)
-        #expect(ContinuousClock.now - start < .seconds(5))
+        try withOwnLoop { loop in
+            let source = keepAlive()
+            try loop.add(source, forMode: "poll")
+            defer { source.invalidate() }
+            let start = ContinuousClock.now
+            #expect(try loop.run(mode: "poll", until: .now - .seconds(1)) == .timedOut)
+            #expect(try loop.run(mode: "poll", for: .zero) == .timedOut)
+            #expect(ContinuousClock.now - start < .seconds(5))
+        }
     }
 
     @Test func deadlineEndsARunThatHasASource() throws {
-        let loop = ThreadLoop.current
-        let source = keepAlive()
-        try loop.add(source, forMode: "deadline")
-        defer { source.invalidate() }
-        let start = ContinuousClock.now
-        #expect(try loop.run(mode: "deadline", for: .milliseconds(50)) == .timedOut)
-        #expect(ContinuousClock.now - start >= .milliseconds(50))
+        try withOwnLoop { loop in
+            let source = keepAlive()
+            try loop.add(source, forMode: "deadline")
+            defer { source.invalidate() }
+            let start = ContinuousClock.now
+            #expect(try loop.run(mode: "deadline", for: .milliseconds(50)) == .timedOut)
+            #expect(ContinuousClock.now - start >= .milliseconds(50))
+        }
     }
 
     @Test func runFromAnotherThreadIsRefused() throws {
@@ -65,53 +67,56 @@ struct ThreadLoopRunTests {
     }
 
     @Test func stopEndsOnlyTheInnermostRun() throws {
-        let loop = ThreadLoop.current
-        let source = keepAlive()
-        try loop.add(source, forMode: .common)
-        defer { source.invalidate() }
-        let order = Recorder<String>()
-        try loop.perform {
-            order.append("outer block")
-            try! loop.perform(inModes: ["inner"]) {
-                order.append("inner block")
+        try withOwnLoop { loop in
+            let source = keepAlive()
+            try loop.add(source, forMode: .common)
+            defer { source.invalidate() }
+            let order = Recorder<String>()
+            try loop.perform {
+                order.append("outer block")
+                try! loop.perform(inModes: ["inner"]) {
+                    order.append("inner block")
+                    loop.stop()
+                }
+                let inner = try! loop.run(mode: "inner", until: .now + .seconds(60))
+                order.append("inner returned \(inner)")
                 loop.stop()
             }
-            let inner = try! loop.run(mode: "inner", until: .now + .seconds(60))
-            order.append("inner returned \(inner)")
-            loop.stop()
+            loop.addCommonMode("inner")
+            let outer = try loop.run(mode: .default, until: .now + .seconds(60))
+            order.append("outer returned \(outer)")
+            #expect(order.all == ["outer block", "inner block", "inner returned stopped", "outer returned stopped"])
         }
-        loop.addCommonMode("inner")
-        let outer = try loop.run(mode: .default, until: .now + .seconds(60))
-        order.append("outer returned \(outer)")
-        #expect(order.all == ["outer block", "inner block", "inner returned stopped", "outer returned stopped"])
     }
 
     @Test func stopBeforeRunMakesTheNextRunReturnStopped() throws {
-        let loop = ThreadLoop.current
-        let source = keepAlive()
-        try loop.add(source, forMode: .default)
-        defer { source.invalidate() }
-        loop.stop()
-        #expect(try loop.run(mode: .default, until: .now + .seconds(60)) == .stopped)
-        #expect(try loop.run(mode: .default, for: .milliseconds(1)) == .timedOut)
+        try withOwnLoop { loop in
+            let source = keepAlive()
+            try loop.add(source, forMode: .default)
+            defer { source.invalidate() }
+            loop.stop()
+            #expect(try loop.run(mode: .default, until: .now + .seconds(60)) == .stopped)
+            #expect(try loop.run(mode: .default, for: .milliseconds(1)) == .timedOut)
+        }
     }
 
     @Test func nestedRunInTheSameMode() throws {
-        let loop = ThreadLoop.current
-        let source = keepAlive()
-        try loop.add(source, forMode: .default)
-        defer { source.invalidate() }
-        let order = Recorder<String>()
-        try loop.perform {
-            order.append("outer")
-            try! loop.perform { order.append("seen by inner"); loop.stop() }
-            order.append("inner: \(try! loop.run(mode: .default, until: .now + .seconds(60)))")
-            #expect(loop.currentMode == .default)
-            loop.stop()
+        try withOwnLoop { loop in
+            let source = keepAlive()
+            try loop.add(source, forMode: .default)
+            defer { source.invalidate() }
+            let order = Recorder<String>()
+            try loop.perform {
+                order.append("outer")
+                try! loop.perform { order.append("seen by inner"); loop.stop() }
+                order.append("inner: \(try! loop.run(mode: .default, until: .now + .seconds(60)))")
+                #expect(loop.currentMode == .default)
+                loop.stop()
+            }
+            #expect(try loop.run(mode: .default, until: .now + .seconds(60)) == .stopped)
+            #expect(order.all == ["outer", "seen by inner", "inner: stopped"])
+            #expect(loop.currentMode == nil)
         }
-        #expect(try loop.run(mode: .default, until: .now + .seconds(60)) == .stopped)
-        #expect(order.all == ["outer", "seen by inner", "inner: stopped"])
-        #expect(loop.currentMode == nil)
     }
 
     @Test func customSourceSignalledFromAnotherThread() throws {
@@ -143,11 +148,13 @@ struct ThreadLoopRunTests {
             try! loop.add(keep, forMode: .default)
             _ = try! loop.run(mode: .default, until: .now + .seconds(60))
         }
-        let timer = LoopTimer(after: .seconds(60)) { _ in }
-        try ThreadLoop.current.add(timer, forMode: "one-loop")
-        #expect(throws: ThreadLoopError.scheduledOnAnotherLoop) { try other.loop.add(timer) }
-        timer.invalidate()
-        #expect(throws: ThreadLoopError.invalidated) { try ThreadLoop.current.add(timer) }
+        try withOwnLoop { loop in
+            let timer = LoopTimer(after: .seconds(60)) { _ in }
+            try loop.add(timer, forMode: "one-loop")
+            #expect(throws: ThreadLoopError.scheduledOnAnotherLoop) { try other.loop.add(timer) }
+            timer.invalidate()
+            #expect(throws: ThreadLoopError.invalidated) { try loop.add(timer) }
+        }
         other.loop.stop()
         #expect(other.join())
         // The loop ends with its thread (just after the body returned).

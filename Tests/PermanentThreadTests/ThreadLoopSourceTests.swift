@@ -56,93 +56,96 @@ struct ThreadLoopSourceTests {
     }
 
     @Test func descriptorSourceFiresOnWriteAndStopsAfterRemoval() throws {
-        let pipe = try FileDescriptor.pipe(nonBlocking: true)
-        defer { try? pipe.read.close(); try? pipe.write.close() }
-        let loop = ThreadLoop.current
-        let reads = Recorder<[UInt8]>()
-        let source = DescriptorSource(descriptor: pipe.read.rawValue, events: .readable) { _, events in
-            #expect(events.contains(.readable))
-            var buffer = [UInt8](repeating: 0, count: 64)
-            let n = buffer.withUnsafeMutableBytes { (try? pipe.read.read(into: $0)) ?? 0 }
-            reads.append(Array(buffer.prefix(n)))
-        }
-        try loop.add(source, forMode: .default)
-        let writer = LoopThread { _ in
-            _ = [UInt8]([1, 2, 3]).withUnsafeBytes { try! pipe.write.write($0) }
-        }
-        #expect(writer.join())
-        #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
-        #expect(reads.all == [[1, 2, 3]])
+        try withOwnLoop { loop in
+            let pipe = try FileDescriptor.pipe(nonBlocking: true)
+            defer { try? pipe.read.close(); try? pipe.write.close() }
+            let reads = Recorder<[UInt8]>()
+            let source = DescriptorSource(descriptor: pipe.read.rawValue, events: .readable) { _, events in
+                #expect(events.contains(.readable))
+                var buffer = [UInt8](repeating: 0, count: 64)
+                let n = buffer.withUnsafeMutableBytes { (try? pipe.read.read(into: $0)) ?? 0 }
+                reads.append(Array(buffer.prefix(n)))
+            }
+            try loop.add(source, forMode: .default)
+            let writer = LoopThread { _ in
+                _ = [UInt8]([1, 2, 3]).withUnsafeBytes { try! pipe.write.write($0) }
+            }
+            #expect(writer.join())
+            #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
+            #expect(reads.all == [[1, 2, 3]])
 
-        loop.remove(source, forMode: .default)
-        _ = [UInt8]([4]).withUnsafeBytes { try! pipe.write.write($0) }
-        #expect(try loop.run(mode: .default, for: .milliseconds(50)) == .finished)
-        #expect(reads.all == [[1, 2, 3]])
-        // Re-adding is allowed; the pending byte is then delivered.
-        try loop.add(source, forMode: .default)
-        #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
-        #expect(reads.all == [[1, 2, 3], [4]])
-        source.invalidate()
+            loop.remove(source, forMode: .default)
+            _ = [UInt8]([4]).withUnsafeBytes { try! pipe.write.write($0) }
+            #expect(try loop.run(mode: .default, for: .milliseconds(50)) == .finished)
+            #expect(reads.all == [[1, 2, 3]])
+            // Re-adding is allowed; the pending byte is then delivered.
+            try loop.add(source, forMode: .default)
+            #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
+            #expect(reads.all == [[1, 2, 3], [4]])
+            source.invalidate()
+        }
     }
 
     @Test func descriptorSourceIsParkedOutsideItsMode() throws {
-        let pipe = try FileDescriptor.pipe(nonBlocking: true)
-        defer { try? pipe.read.close(); try? pipe.write.close() }
-        let loop = ThreadLoop.current
-        let calls = Atomic<Int>(0)
-        let source = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
-            calls.add(1, ordering: .relaxed)
-            var byte: UInt8 = 0
-            _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+        try withOwnLoop { loop in
+            let pipe = try FileDescriptor.pipe(nonBlocking: true)
+            defer { try? pipe.read.close(); try? pipe.write.close() }
+            let calls = Atomic<Int>(0)
+            let source = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
+                calls.add(1, ordering: .relaxed)
+                var byte: UInt8 = 0
+                _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+            }
+            try loop.add(source, forMode: .default)
+            defer { source.invalidate() }
+            let sleeps = Atomic<Int>(0)
+            let observer = LoopObserver(activities: .afterWaiting) { _, _ in sleeps.add(1, ordering: .relaxed) }
+            try loop.add(observer, forMode: "other")
+            defer { observer.invalidate() }
+            let keep = keepAlive()
+            try loop.add(keep, forMode: "other")
+            defer { keep.invalidate() }
+            _ = [UInt8]([7]).withUnsafeBytes { try! pipe.write.write($0) }
+            // Running another mode: no callback, and the ready pipe does not keep waking the loop.
+            #expect(try loop.run(mode: "other", for: .milliseconds(100)) == .timedOut)
+            #expect(calls.load(ordering: .relaxed) == 0)
+            #expect(sleeps.load(ordering: .relaxed) <= 3)
+            #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
+            #expect(calls.load(ordering: .relaxed) == 1)
         }
-        try loop.add(source, forMode: .default)
-        defer { source.invalidate() }
-        let sleeps = Atomic<Int>(0)
-        let observer = LoopObserver(activities: .afterWaiting) { _, _ in sleeps.add(1, ordering: .relaxed) }
-        try loop.add(observer, forMode: "other")
-        defer { observer.invalidate() }
-        let keep = keepAlive()
-        try loop.add(keep, forMode: "other")
-        defer { keep.invalidate() }
-        _ = [UInt8]([7]).withUnsafeBytes { try! pipe.write.write($0) }
-        // Running another mode: no callback, and the ready pipe does not keep waking the loop.
-        #expect(try loop.run(mode: "other", for: .milliseconds(100)) == .timedOut)
-        #expect(calls.load(ordering: .relaxed) == 0)
-        #expect(sleeps.load(ordering: .relaxed) <= 3)
-        #expect(try loop.run(mode: .default, until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
-        #expect(calls.load(ordering: .relaxed) == 1)
     }
 
     /// Added on the loop's thread while it runs a mode (from a block it performs): a source
     /// of that mode, or of the common modes, fires in the same run; one of another mode
     /// stays parked, firing only once that mode runs.
     @Test func descriptorSourcesAddedWhileTheLoopRunsFireOnlyInTheirModes() throws {
-        let pipes = try (0..<3).map { _ in try FileDescriptor.pipe(nonBlocking: true) }
-        defer { for pipe in pipes { try? pipe.read.close(); try? pipe.write.close() } }
-        // Every pipe is readable before its source is added.
-        for pipe in pipes { _ = [UInt8]([1]).withUnsafeBytes { try! pipe.write.write($0) } }
-        let fired = Recorder<String>()
-        let sources = zip(["default", "common", "other"], pipes).map { name, pipe in
-            DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
-                var byte: UInt8 = 0
-                _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
-                fired.append("\(name) in \(ThreadLoop.current.currentMode?.rawValue ?? "none")")
+        try withOwnLoop { loop in
+            let pipes = try (0..<3).map { _ in try FileDescriptor.pipe(nonBlocking: true) }
+            defer { for pipe in pipes { try? pipe.read.close(); try? pipe.write.close() } }
+            // Every pipe is readable before its source is added.
+            for pipe in pipes { _ = [UInt8]([1]).withUnsafeBytes { try! pipe.write.write($0) } }
+            let fired = Recorder<String>()
+            let sources = zip(["default", "common", "other"], pipes).map { name, pipe in
+                DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
+                    var byte: UInt8 = 0
+                    _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
+                    fired.append("\(name) in \(ThreadLoop.current.currentMode?.rawValue ?? "none")")  // owned thread
+                }
             }
+            defer { for source in sources { source.invalidate() } }
+            let keep = keepAlive()
+            try loop.add(keep, forMode: "other")
+            defer { keep.invalidate() }
+            let modes: [LoopMode] = [.default, .common, "other"]
+            try loop.perform {
+                for (source, mode) in zip(sources, modes) { try! ThreadLoop.current.add(source, forMode: mode) }  // owned thread
+            }
+            #expect(eventually { _ = try? loop.run(mode: .default, for: .milliseconds(20)); return fired.count >= 2 })
+            #expect(Set(fired.all) == ["default in default", "common in default"])
+            #expect(try loop.run(mode: "other", until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
+            #expect(fired.all.last == "other in other")
+            #expect(fired.count == 3)
         }
-        defer { for source in sources { source.invalidate() } }
-        let loop = ThreadLoop.current
-        let keep = keepAlive()
-        try loop.add(keep, forMode: "other")
-        defer { keep.invalidate() }
-        let modes: [LoopMode] = [.default, .common, "other"]
-        try loop.perform {
-            for (source, mode) in zip(sources, modes) { try! ThreadLoop.current.add(source, forMode: mode) }
-        }
-        #expect(eventually { _ = try? loop.run(mode: .default, for: .milliseconds(20)); return fired.count >= 2 })
-        #expect(Set(fired.all) == ["default in default", "common in default"])
-        #expect(try loop.run(mode: "other", until: .now + .seconds(60), returnAfterSourceHandled: true) == .handledSource)
-        #expect(fired.all.last == "other in other")
-        #expect(fired.count == 3)
     }
 
     @Test func descriptorSourceAddedToTwoModesFromAnotherThread() throws {
@@ -160,7 +163,7 @@ struct ThreadLoopSourceTests {
         let source = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in
             var byte: UInt8 = 0
             _ = withUnsafeMutableBytes(of: &byte) { try? pipe.read.read(into: $0) }
-            calls.append(ThreadLoop.current.currentMode)
+            calls.append(ThreadLoop.current.currentMode)  // owned thread
         }
         try worker.loop.add(source, forMode: "first")
         try worker.loop.add(source, forMode: "second")
@@ -214,16 +217,17 @@ struct ThreadLoopSourceTests {
     }
 
     @Test func descriptorErrorsReachTheCaller() throws {
-        let loop = ThreadLoop.current
-        let bad = DescriptorSource(descriptor: 99_999) { _, _ in }
-        #expect(throws: ThreadLoopError.self) { try loop.add(bad) }
-        let pipe = try FileDescriptor.pipe()
-        defer { try? pipe.read.close(); try? pipe.write.close() }
-        let first = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in }
-        let second = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in }
-        try loop.add(first)
-        defer { first.invalidate() }
-        #expect(throws: ThreadLoopError.descriptorAlreadyWatched(pipe.read.rawValue)) { try loop.add(second) }
+        try withOwnLoop { loop in
+            let bad = DescriptorSource(descriptor: 99_999) { _, _ in }
+            #expect(throws: ThreadLoopError.self) { try loop.add(bad) }
+            let pipe = try FileDescriptor.pipe()
+            defer { try? pipe.read.close(); try? pipe.write.close() }
+            let first = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in }
+            let second = DescriptorSource(descriptor: pipe.read.rawValue) { _, _ in }
+            try loop.add(first)
+            defer { first.invalidate() }
+            #expect(throws: ThreadLoopError.descriptorAlreadyWatched(pipe.read.rawValue)) { try loop.add(second) }
+        }
     }
 
     @Test func idleLoopUsesNoCPU() throws {

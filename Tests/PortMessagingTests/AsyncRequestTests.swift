@@ -95,7 +95,7 @@ struct AsyncRequestTests {
                     pending.reply(Message(id: 1, text: "late"))
                     lateSent.open()
                 }
-                try? ThreadLoop.current.add(timer, forMode: .common)
+                try? ThreadLoop.current.add(timer, forMode: .common)  // owned thread
             })
             let sendPort = try route.sendPort(to: fixture.port)
 

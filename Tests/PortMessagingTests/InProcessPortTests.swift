@@ -44,12 +44,13 @@ struct InProcessPortTests {
     }
 
     @Test func requestToAPortOnTheCallingThread() throws {
-        let loop = ThreadLoop.current
-        let port = ReceivePort()
-        try port.schedule(on: loop) { Message(id: $0.id, text: "same thread") }
-        defer { port.invalidate() }
-        let reply = try port.makeSendPort().blockingRequest(Message(id: 5), receiveTimeout: .seconds(30))
-        #expect(reply.text == "same thread")
+        try withOwnLoop { loop in
+            let port = ReceivePort()
+            try port.schedule(on: loop) { Message(id: $0.id, text: "same thread") }
+            defer { port.invalidate() }
+            let reply = try port.makeSendPort().blockingRequest(Message(id: 5), receiveTimeout: .seconds(30))
+            #expect(reply.text == "same thread")
+        }
     }
 
     @Test func receiveTimeoutWhenTheHandlerIsSlow() throws {

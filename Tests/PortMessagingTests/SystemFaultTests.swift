@@ -9,6 +9,9 @@ import Testing
 /// thread only, so the suite runs beside the others: every fault ends in a retry that
 /// delivers every message whole, once and in order, or in a typed error, and the port
 /// goes on working.
+/// It lives with the port tests, not in SystemTests: every case drives the fault through
+/// PortMessaging's connections, a layer above System (SystemTests' `FaultSeamTests` checks
+/// the seam and the `EINTR` policy alone).
 @Suite("System call faults")
 struct SystemFaultTests {
     /// What the messages travel over.

@@ -15,7 +15,7 @@ final class PortLoop: Sendable {
         let published = ConditionLock<ThreadLoop?>(nil)
         let done = self.done
         let thread = Thread {
-            let loop = ThreadLoop.current
+            let loop = ThreadLoop.current  // owned thread
             try? loop.add(LoopSource(perform: {}), forMode: .default)
             published.withLock { $0 = loop }
             published.broadcast()
