@@ -3,6 +3,7 @@ import Dispatch
 import Glibc
 import PermanentThread
 @testable import PortCluster
+import PortKitTestSupport
 import Testing
 
 /// The HTTP/1.1 client against a scripted server: answers cut at awkward places.
@@ -124,5 +125,41 @@ struct HTTPConnectionTests {
         } throws: { error in
             if case HTTPFailure.malformed = error { true } else { false }
         }
+    }
+
+    /// Driven from a loop, an exchange whose server goes silent part way ends at its
+    /// deadline, and the loop goes on with its other work meanwhile; an answered one
+    /// completes on the loop.
+    @Test func aLoopDrivenExchangeEndsAtItsDeadlineWithoutHoldingTheLoop() throws {
+        let silent = try ScriptedServer(parts: ["HTTP/1.1 200 OK\r\n", "Content-Length: 2\r\n\r\n{}"])
+        defer { silent.go.signal() }
+        let answering = try ScriptedServer(parts: ["HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"ok\":true}"])
+        let thread = PermanentThread(name: "test.http-loop")
+        try thread.run()
+        defer { thread.stop() }
+        let outcomes = Recorder<String>()
+        let started = ContinuousClock.now
+        try thread.execute {
+            for (server, timeout) in [(silent, Duration.milliseconds(300)), (answering, .seconds(30))] {
+                let driver = HTTPLoopDriver(host: "127.0.0.1", port: server.port, security: nil, loop: thread.loop!, timeout: timeout)
+                driver.send("/v3/kv/range", body: Array("{}".utf8)) { result in
+                    withExtendedLifetime(driver) {}
+                    switch result {
+                    case .success(let response): outcomes.append("\(response.status) " + String(decoding: response.body, as: UTF8.self))
+                    case .failure(let failure): outcomes.append("\(failure)")
+                    }
+                }
+            }
+        }
+        var slowest = Duration.zero
+        while outcomes.count < 2, ContinuousClock.now - started < .seconds(30) {
+            let pass = ContinuousClock.now
+            try thread.sync {}
+            slowest = max(slowest, .now - pass)
+            usleep(5_000)  // paces the probes; it synchronises nothing
+        }
+        #expect(outcomes.all.sorted() == ["200 {\"ok\":true}", "\(HTTPFailure.timedOut)"])
+        #expect(ContinuousClock.now - started >= .milliseconds(300))
+        #expect(slowest < .milliseconds(200), "a loop pass took \(slowest) while an exchange waited")
     }
 }

@@ -87,27 +87,50 @@ package enum TCPSocket {
     /// The corresponding C functions are `socket`, `connect`, `poll` and `getsockopt`
     /// (`SO_ERROR`).
     package static func connect(to address: Address, deadline: ContinuousClock.Instant) throws(Errno) -> FileDescriptor {
-        let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
-        let socket = FileDescriptor(rawValue: try valueOrErrno { Glibc.socket(address.family, type, 0) }.get())
+        let socket = try startConnecting(to: address)
         do throws(Errno) {
-            let started = address.bytes.withUnsafeBytes { raw in
-                systemCall(.connect, on: socket.rawValue) { _ in
-                    Glibc.connect(socket.rawValue, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
-                }
+            while try !finishConnecting(socket) {
+                guard try socket.poll(CShort(POLLOUT), timeout: max(deadline - .now, .zero)) != 0 else { throw Errno(rawValue: ETIMEDOUT) }
             }
-            if case .failure(let error) = started {
-                guard error.rawValue == EINPROGRESS else { throw error }
-                let ready = try socket.poll(CShort(POLLOUT), timeout: max(deadline - .now, .zero))
-                guard ready != 0 else { throw Errno(rawValue: ETIMEDOUT) }
-                let pending = try socket.socketError()
-                guard pending == 0 else { throw Errno(rawValue: pending) }
-            }
-            try socket.setNoDelay()
             return socket
         } catch {
             try? socket.close()
             throw error
         }
+    }
+
+    /// A non-blocking, close-on-exec socket whose connection to `address` has begun: it is
+    /// writable once the handshake ends, and `finishConnecting` says how it went.
+    /// - Throws: `ECONNREFUSED` and the like when the connection fails at once.
+    ///
+    /// The corresponding C functions are `socket` and `connect`.
+    package static func startConnecting(to address: Address) throws(Errno) -> FileDescriptor {
+        let type = CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue) | CInt(SOCK_NONBLOCK.rawValue)
+        let socket = FileDescriptor(rawValue: try valueOrErrno { Glibc.socket(address.family, type, 0) }.get())
+        let started = address.bytes.withUnsafeBytes { raw in
+            systemCall(.connect, on: socket.rawValue) { _ in
+                Glibc.connect(socket.rawValue, raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t(raw.count))
+            }
+        }
+        if case .failure(let error) = started, error.rawValue != EINPROGRESS {
+            try? socket.close()
+            throw error
+        }
+        return socket
+    }
+
+    /// Whether the handshake `startConnecting` began has ended (never waits); once it has,
+    /// the socket sends small writes at once (`TCP_NODELAY`). The caller closes the socket
+    /// when this throws.
+    /// - Throws: the handshake's error (`ECONNREFUSED`, `EHOSTUNREACH` …).
+    ///
+    /// The corresponding C functions are `poll`, `getsockopt` (`SO_ERROR`) and `setsockopt`.
+    package static func finishConnecting(_ socket: FileDescriptor) throws(Errno) -> Bool {
+        guard try socket.poll(CShort(POLLOUT), milliseconds: 0) != 0 else { return false }
+        let pending = try socket.socketError()
+        guard pending == 0 else { throw Errno(rawValue: pending) }
+        try socket.setNoDelay()
+        return true
     }
 
     /// A listening socket bound to `address` (`SO_REUSEADDR`, non-blocking, close-on-exec),

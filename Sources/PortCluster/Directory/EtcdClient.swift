@@ -62,87 +62,57 @@ public final class EtcdClient: Sendable {
 
     /// The entry at `key`, and the directory's revision when it was read.
     public func get(_ key: String) throws(DirectoryError) -> (entry: DirectoryEntry?, revision: Int64) {
-        let answer = try call("/v3/kv/range", ["key": .string(Self.base64(key))])
-        return (try Self.entries(answer["kvs"]).first, try Self.revision(answer))
+        try perform(.get(key))
     }
 
     /// Every entry whose key begins with `prefix`, in key order, and the directory's
     /// revision when they were read (a watch from the next revision misses nothing).
     public func list(prefix: String) throws(DirectoryError) -> (entries: [DirectoryEntry], revision: Int64) {
-        let answer = try call("/v3/kv/range", ["key": .string(Self.base64(prefix)), "range_end": .string(Self.prefixEnd(prefix))])
-        return (try Self.entries(answer["kvs"]), try Self.revision(answer))
+        try perform(.list(prefix: prefix))
     }
 
     /// Sets `key` to `value`, on `lease` (0: none); the revision of the change.
     @discardableResult
     public func put(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> Int64 {
-        var request: [String: JSONValue] = ["key": .string(Self.base64(key)), "value": .string(Data(value).base64EncodedString())]
-        if lease != 0 { request["lease"] = .string(String(lease)) }
-        return try Self.revision(try call("/v3/kv/put", .object(request)))
+        try perform(.put(key, value: value, lease: lease))
     }
 
     /// Creates `key` with `value` on `lease` only if no one holds it (one transaction on
     /// the key's create revision): what makes a name unique in the cluster.
     public func create(_ key: String, value: [UInt8], lease: Int64 = 0) throws(DirectoryError) -> DirectoryClaim {
-        var put: [String: JSONValue] = ["key": .string(Self.base64(key)), "value": .string(Data(value).base64EncodedString())]
-        if lease != 0 { put["lease"] = .string(String(lease)) }
-        let answer = try call("/v3/kv/txn", [
-            "compare": [["key": .string(Self.base64(key)), "target": "CREATE", "result": "EQUAL", "create_revision": "0"]],
-            "success": [["request_put": .object(put)]],
-            "failure": [["request_range": ["key": .string(Self.base64(key))]]],
-        ])
-        if answer["succeeded"]?.bool == true { return .created(revision: try Self.revision(answer)) }
-        let range = answer["responses"]?.array?.first?["response_range"]
-        guard let holder = try Self.entries(range?["kvs"]).first else {
-            // Deleted between the compare and the range: free again; the caller may retry.
-            throw .refused(code: 10, message: "the key changed during the claim; try again")
-        }
-        return .taken(holder)
+        try perform(.create(key, value: value, lease: lease))
     }
 
     /// Deletes `key`; whether it was there.
     @discardableResult
     public func delete(_ key: String) throws(DirectoryError) -> Bool {
-        let answer = try call("/v3/kv/deleterange", ["key": .string(Self.base64(key))])
-        return answer["deleted"]?.int64 ?? 0 > 0
+        try perform(.delete(key))
     }
 
     /// Deletes `key` only while it is on `lease` (another node's key of the same name is
     /// left alone); whether it was deleted.
     @discardableResult
     public func delete(_ key: String, ifOnLease lease: Int64) throws(DirectoryError) -> Bool {
-        let answer = try call("/v3/kv/txn", [
-            "compare": [["key": .string(Self.base64(key)), "target": "LEASE", "result": "EQUAL", "lease": .string(String(lease))]],
-            "success": [["request_delete_range": ["key": .string(Self.base64(key))]]],
-        ])
-        return answer["succeeded"]?.bool == true
+        try perform(.delete(key, ifOnLease: lease))
     }
 
     // MARK: Leases
 
     /// A new lease of `ttl` seconds.
     public func grantLease(ttl: Int) throws(DirectoryError) -> DirectoryLease {
-        let answer = try call("/v3/lease/grant", ["TTL": .string(String(ttl))])
-        guard let id = answer["ID"]?.int64, let granted = answer["TTL"]?.int64 else {
-            throw .malformedAnswer("a lease grant without ID and TTL")
-        }
-        return DirectoryLease(id: id, ttl: Int(granted))
+        try perform(.grantLease(ttl: ttl))
     }
 
     /// Renews `lease`; its time to live from now, in seconds.
     /// - Throws: `.leaseNotFound` when it has expired or was revoked (its keys are gone).
     @discardableResult
     public func keepAlive(_ lease: Int64) throws(DirectoryError) -> Int {
-        let answer = try call("/v3/lease/keepalive", ["ID": .string(String(lease))])
-        // The gateway streams keep-alive answers: one message, `result`.
-        let result = answer["result"] ?? answer
-        guard let ttl = result["TTL"]?.int64, ttl > 0 else { throw .leaseNotFound(lease) }
-        return Int(ttl)
+        try perform(.keepAlive(lease))
     }
 
     /// Revokes `lease`: every key on it is deleted at once.
     public func revoke(_ lease: Int64) throws(DirectoryError) {
-        _ = try call("/v3/lease/revoke", ["ID": .string(String(lease))])
+        try perform(.revoke(lease))
     }
 
     // MARK: Watching
@@ -155,15 +125,40 @@ public final class EtcdClient: Sendable {
 
     // MARK: The gateway
 
-    /// POSTs `request` to `path`; the answer's JSON object.
-    func call(_ path: String, _ request: JSONValue) throws(DirectoryError) -> JSONValue {
-        let body = request.bytes
+    /// Makes `call`, blocking until etcd answers (at most `timeout`).
+    func perform<Value>(_ call: EtcdCall<Value>) throws(DirectoryError) -> Value {
+        let body = call.request.bytes
         let deadline = ContinuousClock.now + timeout
         let response = try connection.withLock { (http) throws(DirectoryError) -> HTTPConnection.Response in
-            do throws(HTTPFailure) { return try http.post(path, body: body, deadline: deadline) } catch {
+            do throws(HTTPFailure) { return try http.post(call.path, body: body, deadline: deadline) } catch {
                 throw .unavailable(endpoint: endpoint, reason: error.description)
             }
         }
+        return try call.read(try answer(response, to: call.request))
+    }
+
+    /// Makes `call` through `driver` (on its loop, never waiting): `completion` is called
+    /// there with what etcd said, or why it said nothing in the driver's time-out.
+    func perform<Value>(
+        _ call: EtcdCall<Value>, on driver: HTTPLoopDriver, completion: @escaping (Result<Value, DirectoryError>) -> Void
+    ) {
+        driver.send(call.path, body: call.request.bytes) { [endpoint] result in
+            switch result {
+            case .failure(let failure):
+                completion(.failure(.unavailable(endpoint: endpoint, reason: failure.description)))
+            case .success(let response):
+                completion(Result { () throws(DirectoryError) in try call.read(try self.answer(response, to: call.request)) })
+            }
+        }
+    }
+
+    /// A driver of a connection to this client's etcd, on `loop`, with its time-out.
+    func loopDriver(on loop: ThreadLoop) -> HTTPLoopDriver {
+        HTTPLoopDriver(host: host, port: port, security: security, loop: loop, timeout: timeout)
+    }
+
+    /// The JSON object of `response` to `request`, or the error etcd answered with.
+    private func answer(_ response: HTTPConnection.Response, to request: JSONValue) throws(DirectoryError) -> JSONValue {
         let object = try Self.decode(response.body)
         if response.status != 200 || object["error"] != nil {
             let text = object["message"]?.string ?? object["error"]?.string ?? "HTTP status \(response.status)"

@@ -73,11 +73,7 @@ public final class EtcdWatch {
     // MARK: The stream
 
     private func open() throws(DirectoryError) {
-        let request: JSONValue = ["create_request": [
-            "key": .string(EtcdClient.base64(prefix)), "range_end": .string(EtcdClient.prefixEnd(prefix)),
-            "start_revision": .string(String(nextRevision)),
-        ]]
-        let body = request.bytes
+        let body = Self.request(prefix: prefix, fromRevision: nextRevision).bytes
         let deadline = ContinuousClock.now + timeout
         do {
             let status = try http.startStream("/v3/watch", body: body, deadline: deadline)
@@ -105,14 +101,33 @@ public final class EtcdWatch {
 
     /// The changes one stream message carries (none for a creation or progress message).
     private func read(_ message: [UInt8]) throws(DirectoryError) -> [DirectoryChange] {
+        let changes: [DirectoryChange]
+        do { changes = try Self.changes(in: message) } catch {
+            if case .malformedAnswer = error {} else { cancel() }
+            throw error
+        }
+        for change in changes { nextRevision = max(nextRevision, change.revision + 1) }
+        return changes
+    }
+
+    /// The request that opens a watch on `prefix` from `revision`.
+    static func request(prefix: String, fromRevision revision: Int64) -> JSONValue {
+        ["create_request": [
+            "key": .string(EtcdClient.base64(prefix)), "range_end": .string(EtcdClient.prefixEnd(prefix)),
+            "start_revision": .string(String(revision)),
+        ]]
+    }
+
+    /// The changes a stream message carries (none for a creation or progress message).
+    /// - Throws: `.refused` or `.compacted` when the message says the watch ended,
+    ///   `.malformedAnswer`.
+    static func changes(in message: [UInt8]) throws(DirectoryError) -> [DirectoryChange] {
         let object = try EtcdClient.decode(message)
         if let error = object["error"], case .object = error {
-            cancel()
             throw .refused(code: Int(error["code"]?.int64 ?? 2), message: error["message"]?.string ?? "watch failed")
         }
         guard let result = object["result"], case .object = result else { throw .malformedAnswer("a watch message without a result") }
         if result["canceled"]?.bool == true {
-            cancel()
             if let oldest = result["compact_revision"]?.int64, oldest > 0 { throw .compacted(oldestRevision: oldest) }
             throw .refused(code: 1, message: result["cancel_reason"]?.string ?? "the watch was cancelled")
         }
@@ -124,8 +139,17 @@ public final class EtcdWatch {
             } else {
                 changes.append(.put(entry))
             }
-            nextRevision = max(nextRevision, entry.modRevision + 1)
         }
         return changes
+    }
+}
+
+extension DirectoryChange {
+    /// The revision of the change.
+    var revision: Int64 {
+        switch self {
+        case .put(let entry): entry.modRevision
+        case .delete(_, let revision): revision
+        }
     }
 }

@@ -17,15 +17,18 @@ import PermanentThread
 /// node.owner(of: "cache")                           // any node's name, from the mirror
 /// ```
 ///
-/// The node works on a permanent thread of its own, where every directory call is made (a
-/// call waits at most the client's timeout, so a directory that is down never holds up
-/// the caller's loop). Its link is a state machine: down (retrying with backoff, 100 ms
-/// doubling to 2 s) or up on a lease, renewed every third of its time to live. When the
+/// The node works on a permanent thread of its own, whose loop drives every exchange
+/// with the directory (`HTTPLoopDriver`: a descriptor source and a deadline timer per
+/// call), so a directory that stops answering never holds up that loop: the mirror,
+/// `owner(of:)`, `publish` and the events keep answering while a call waits for its
+/// time-out. Its link is a state machine: down (retrying with backoff, 100 ms doubling to
+/// 2 s), connecting, or up on a lease, renewed every third of its time to live. When the
 /// link comes up, or a lease is found expired (the node was paused past its time to
 /// live), the node takes a lease, reads every name (the mirror, diffed against what it
 /// had, so watchers see only what changed), publishes its own names again (reporting any
-/// another node took meanwhile, `ClusterEvent.lost`) and watches from the revision after
-/// its read: no change is missed or seen twice.
+/// another node took meanwhile, `ClusterEvent.lost`), deletes those withdrawn while it
+/// was down, and watches from the revision after its read: no change is missed or seen
+/// twice. Calls to the directory go out one at a time, in the order they were made.
 public final class ClusterNode: NameDirectory, Sendable {
     /// The node's name.
     public let node: String
@@ -39,21 +42,36 @@ public final class ClusterNode: NameDirectory, Sendable {
     /// The ports to names on other nodes handed to this host's programs.
     let remotes = RemoteRelays()
 
+    /// The requests to the directory, made from the node's loop, in order.
+    let calls: HTTPLoopDriver
+
     /// The link to the directory.
     enum Link {
         /// Not connected: never yet (`nil`), or since this error.
         case down(DirectoryError?)
+        /// The connect sequence is under way (its watch, once it is being opened).
+        case connecting(watch: HTTPLoopDriver?)
         /// Connected, the node's names on this lease, the mirror kept by this watch.
-        case up(lease: DirectoryLease, watch: EtcdWatch, source: DescriptorSource)
+        case up(lease: DirectoryLease, watch: HTTPLoopDriver)
     }
 
     /// Everything the node keeps (under `state`'s lock; changed on the node's thread).
     struct State {
         var link: Link = .down(nil)
+        /// Which link (or attempt) is current: a call's completion from an earlier one is
+        /// not acted on.
+        var epoch = 0
+        /// Whether `directoryDown` was reported since the link was last up.
+        var reportedDown = false
+        /// Whether a renewal is under way.
+        var renewing = false
         /// The lease of the last link, tried again before a new one is granted.
         var lastLease: Int64?
         /// The names this node holds, or will publish once the directory is back.
         var mine: [String: ClusterOwner] = [:]
+        /// Names withdrawn while their deletion could not be made: deleted from the lease
+        /// when the link is next up.
+        var withdrawnMeanwhile: Set<String> = []
         /// Every node's names, as the watch last said.
         var mirror: [String: ClusterOwner] = [:]
         var handlers: [@Sendable (ClusterEvent) -> Void] = []
@@ -82,7 +100,8 @@ public final class ClusterNode: NameDirectory, Sendable {
     ///   - node: this node's name, unique in the cluster.
     ///   - prefix: the key prefix the cluster's names live under.
     ///   - leaseTTL: how long, in seconds, the node's names outlive it (at least 2).
-    ///   - timeout: how long one directory call may take.
+    ///   - timeout: how long one directory call may take (on the node's loop, which goes
+    ///     on with its other work meanwhile).
     ///   - onEvent: called on the node's thread with every event from the first
     ///     connection on (the first `directoryUp`, the names found then). A handler added
     ///     later with `onEvent(_:)` sees only the events after it is added.
@@ -98,6 +117,8 @@ public final class ClusterNode: NameDirectory, Sendable {
         if let onEvent { state.withLock { $0.handlers.append(onEvent) } }
         thread = PermanentThread(name: "portkit.cluster")
         do { try thread.run() } catch { throw .unavailable(endpoint: directory, reason: "the node's thread: \(error)") }
+        guard let loop = thread.loop else { throw .unavailable(endpoint: directory, reason: "the node's thread has no loop") }
+        calls = etcd.loopDriver(on: loop)
         try? thread.execute(label: "cluster connect") { [self] in connect() }
         let renew = LoopTimer(after: .seconds(self.leaseTTL) / 3, repeating: .seconds(self.leaseTTL) / 3) { [weak self] _ in
             self?.renew()
@@ -107,7 +128,8 @@ public final class ClusterNode: NameDirectory, Sendable {
 
     deinit { close() }
 
-    /// Withdraws this node's names (revoking its lease) and stops its thread.
+    /// Withdraws this node's names (revoking its lease) and stops its thread. The
+    /// revocation is made from the caller's thread, waiting at most the node's time-out.
     public func close() {
         let wasOpen = state.withLock { state -> Bool in
             defer { state.closed = true }
@@ -115,19 +137,40 @@ public final class ClusterNode: NameDirectory, Sendable {
         }
         guard wasOpen else { return }
         remotes.close()
-        _ = try? thread.sync(label: "cluster close") {
-            if case .up(let lease, _, _) = replaceLink(with: .down(nil)) { try? etcd.revoke(lease.id) }
+        let lease = try? thread.sync(label: "cluster close") { () -> Int64? in
+            let previous = replaceLink(with: .down(nil))
+            calls.close()
+            if case .up(let lease, _) = previous { return lease.id }
+            return nil
         }
+        if let lease = lease ?? nil { try? etcd.revoke(lease) }
         thread.stop()
     }
 
     // MARK: Names
 
     /// Publishes `name` as `owner`'s, cluster-wide (unique: one transaction on the key's
-    /// creation). While the directory is down the name is kept and published when it is
-    /// back; how that goes is a `ClusterEvent`.
-    public func publish(_ name: String, owner: ClusterOwner) -> ClusterPublication {
-        onThread { publishHere(name, owner: owner) } ?? .pending(.unavailable(endpoint: etcd.endpoint, reason: "the node is closed"))
+    /// creation), waiting at most `limit` for the directory's answer. While the directory
+    /// is down, or the claim has not been answered within `limit`, the publication is
+    /// `.pending`: the name is kept and published when the directory answers, and how that
+    /// goes is a `ClusterEvent` (`.published`, or `.lost` when another node holds it).
+    /// Called on the node's own thread (from an event handler), it never waits.
+    public func publish(_ name: String, owner: ClusterOwner, waitingUpTo limit: Duration = .seconds(2)) -> ClusterPublication {
+        let closed = DirectoryError.unavailable(endpoint: etcd.endpoint, reason: "the node is closed")
+        guard !state.withLock({ $0.closed }) else { return .pending(closed) }
+        let reply = PublicationReply()
+        do {
+            try thread.execute(label: "cluster publish") { [self] in
+                publishHere(name, owner: owner) { [self] outcome in
+                    if !reply.answer(outcome) { reportOutcome(outcome, of: name) }
+                }
+            }
+        } catch {
+            return .pending(closed)
+        }
+        let waitUntil = thread.isCurrent ? ContinuousClock.now : .now + limit
+        return reply.wait(until: waitUntil)
+            ?? .pending(.unavailable(endpoint: etcd.endpoint, reason: "the claim is not answered yet"))
     }
 
     /// `publish` without waiting: for a caller that must not block (a name server's event
@@ -135,45 +178,20 @@ public final class ClusterNode: NameDirectory, Sendable {
     /// another node holds it; while the directory is down, the publication waits for it.
     public func publishInBackground(_ name: String, owner: ClusterOwner) {
         try? thread.execute(label: "cluster publish") { [self] in
-            switch publishHere(name, owner: owner) {
-            case .published: report(.published(name))
-            case .taken(let other): report(.lost(name, to: other))
-            case .pending: break
-            }
+            publishHere(name, owner: owner) { [self] outcome in reportOutcome(outcome, of: name) }
         }
     }
 
-    /// Withdraws `name`, if this node holds it.
+    /// Withdraws `name`, if this node holds it. It returns at once: the deletion goes to
+    /// the directory after every call made before it (while the directory is down, when
+    /// it is back).
     public func withdraw(_ name: String) {
-        _ = onThread { withdrawHere(name) }
+        withdrawInBackground(name)
     }
 
-    /// `withdraw` without waiting.
+    /// `withdraw` (which does not wait either).
     public func withdrawInBackground(_ name: String) {
         try? thread.execute(label: "cluster withdraw") { [self] in withdrawHere(name) }
-    }
-
-    private func publishHere(_ name: String, owner: ClusterOwner) -> ClusterPublication {
-        let link = state.withLock { state -> Link in
-            state.mine[name] = owner
-            return state.link
-        }
-        guard case .up(let lease, _, _) = link else {
-            if case .down(let reason?) = link { return .pending(reason) }
-            return .pending(.unavailable(endpoint: etcd.endpoint, reason: "connecting"))
-        }
-        do throws(DirectoryError) {
-            return try claim(name, owner: owner, lease: lease.id)
-        } catch {
-            linkLost(error)
-            return .pending(error)
-        }
-    }
-
-    private func withdrawHere(_ name: String) {
-        let link = state.withLock { state -> Link? in state.mine.removeValue(forKey: name) == nil ? nil : state.link }
-        guard case .up(let lease, _, _)? = link else { return }
-        do throws(DirectoryError) { try etcd.delete(prefix + name, ifOnLease: lease.id) } catch { linkLost(error) }
     }
 
     /// Who holds `name` in the cluster, as this node's mirror says (any node's name).
@@ -203,26 +221,17 @@ public final class ClusterNode: NameDirectory, Sendable {
 
     // MARK: On the node's thread
 
-    /// Runs `work` on the node's thread and waits for it; `nil` once the node is closed.
-    private func onThread<T>(_ work: () -> T) -> T? {
-        guard !state.withLock({ $0.closed }) else { return nil }
-        return try? thread.sync(label: "cluster call", work)
-    }
-
     func report(_ event: ClusterEvent) {
         for handler in state.withLock({ $0.handlers }) { handler(event) }
     }
 
-    /// Claims `name` on `lease`: published, or taken by another lease's holder.
-    func claim(_ name: String, owner: ClusterOwner, lease: Int64) throws(DirectoryError) -> ClusterPublication {
-        switch try etcd.create(prefix + name, value: owner.directoryValue, lease: lease) {
-        case .created:
-            return .published
-        case .taken(let holder) where holder.lease == lease:
-            return .published  // ours already (published before the link went down)
-        case .taken(let holder):
-            state.withLock { _ = $0.mine.removeValue(forKey: name) }
-            return .taken(by: ClusterOwner(directoryValue: holder.value) ?? ClusterOwner(node: "?", pid: 0))
+    /// Reports a publication's outcome no caller waits for (a pending one is reported
+    /// when the link comes up).
+    func reportOutcome(_ outcome: ClusterPublication, of name: String) {
+        switch outcome {
+        case .published: report(.published(name))
+        case .taken(let other): report(.lost(name, to: other))
+        case .pending: break
         }
     }
 }

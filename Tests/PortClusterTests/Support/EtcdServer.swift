@@ -98,6 +98,12 @@ final class EtcdServer {
         process = nil
     }
 
+    /// Sends `signal` to the server: `SIGSTOP` stops it answering (the kernel still takes
+    /// its connections), `SIGCONT` resumes it.
+    func signal(_ signal: Int32) {
+        process?.signal(signal)
+    }
+
     /// A loopback TCP port no one listens on now.
     private static func freePort() throws -> UInt16 {
         let address = try TCPSocket.resolve("127.0.0.1", port: 0).first!
