@@ -55,6 +55,10 @@ let package = Package(
             dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "CPortKitSystem"],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
+        // The smallest PortKit service: what names.activation starts on demand.
+        .executableTarget(
+            name: "portkit-bench-service", dependencies: ["NamedPortServer"],
+            path: "Benchmarks/service", swiftSettings: strict),
 
         // The name server daemon and its command-line client. The daemon's code is NameDaemon;
         // portnamed-cluster is the daemon with the cluster layer, which portnamed becomes when

@@ -24,4 +24,7 @@ mkdir -p .build/dbus
 # shellcheck disable=SC2046 # pkg-config's flags are words
 cc -O2 -Wall -Wextra -Werror -o .build/dbus/portkit-dbus-peer Benchmarks/dbus/portkit-dbus-peer.c \
     $(pkg-config --cflags --libs dbus-1) -lpthread
-echo "bench-setup: built .build/dbus/portkit-dbus-peer"
+# shellcheck disable=SC2046 # pkg-config's flags are words
+cc -O2 -Wall -Wextra -Werror -o .build/dbus/portkit-dbus-service Benchmarks/dbus/portkit-dbus-service.c \
+    $(pkg-config --cflags --libs dbus-1)
+echo "bench-setup: built .build/dbus/portkit-dbus-peer and .build/dbus/portkit-dbus-service"

@@ -13,6 +13,9 @@
 //                       its reply carrying them back
 //     death COUNT       SIGKILL of a /bin/sleep holding the bus connection that owns
 //                       DEATH_NAME, until a watcher connection sees NameOwnerChanged
+//     activation COUNT  StartServiceByName(ACTIVATED_NAME), absent, until the bus answers
+//                       that its service (portkit-dbus-service, from the bus's
+//                       servicedir) owns it; then, not timed, Quit and its exit
 //
 // It ends at the end of its input. Built by scripts/bench-setup.sh.
 #define _GNU_SOURCE
@@ -30,6 +33,7 @@
 
 #define TARGET_NAME "org.portkit.Bench.Target"
 #define DEATH_NAME "org.portkit.Bench.Death"
+#define ACTIVATED_NAME "org.portkit.Bench.Activated"
 #define OBJECT_PATH "/org/portkit/Bench"
 #define INTERFACE "org.portkit.Bench"
 #define TIMEOUT_MS 10000
@@ -255,6 +259,34 @@ static int death(DBusConnection *watcher, double *samples, int count) {
     return 0;
 }
 
+/// StartServiceByName of the absent ACTIVATED_NAME, timed until the bus's answer (the
+/// service owns the name); then the service is told to quit, and its name waited out.
+static int activation(DBusConnection *client, double *samples, int count) {
+    for (int i = 0; i < count; i++) {
+        DBusError error;
+        dbus_error_init(&error);
+        dbus_uint32_t result = 0;
+        double start = now_us();
+        if (!dbus_bus_start_service_by_name(client, ACTIVATED_NAME, 0, &result, &error) || result != DBUS_START_REPLY_SUCCESS) {
+            fail("StartServiceByName", &error);
+            dbus_error_free(&error);
+            return -1;
+        }
+        samples[i] = now_us() - start;
+        DBusMessage *quit = dbus_message_new_method_call(ACTIVATED_NAME, OBJECT_PATH, INTERFACE, "Quit");
+        dbus_message_set_auto_start(quit, FALSE);
+        DBusMessage *reply = dbus_connection_send_with_reply_and_block(client, quit, TIMEOUT_MS, NULL);
+        dbus_message_unref(quit);
+        if (reply) dbus_message_unref(reply);
+        double deadline = now_us() + TIMEOUT_MS * 1e3;
+        while (has_owner(client, ACTIVATED_NAME)) {
+            if (now_us() > deadline) return fail("the activated service did not quit", NULL);
+            usleep(100);
+        }
+    }
+    return 0;
+}
+
 static int watch_deaths(DBusConnection *watcher) {
     DBusError error;
     dbus_error_init(&error);
@@ -297,6 +329,7 @@ int main(int argc, char **argv) {
         if (strcmp(command, "lookup") == 0) status = lookup(client, samples, count);
         else if (strcmp(command, "call") == 0 && fields == 3 && size >= 0) status = call(client, samples, count, size);
         else if (strcmp(command, "death") == 0) status = death(watcher, samples, count);
+        else if (strcmp(command, "activation") == 0) status = activation(client, samples, count);
         else status = fail("unknown command", NULL);
         if (status == 0) printf("ok %.3f\n", median(samples, count));
         else printf("fail %s\n", failure);

@@ -32,7 +32,7 @@ _portname() {
         --cluster) return ;;
         --tls-cert | --tls-key | --tls-ca) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         esac
-        COMPREPLY=($(compgen -W "--cluster --tls-cert --tls-key --tls-ca --json --help" -- "$cur")) ;;
+        COMPREPLY=($(compgen -W "--activatable --cluster --tls-cert --tls-key --tls-ca --json --help" -- "$cur")) ;;
     status) COMPREPLY=($(compgen -W "--json --help $(_portname_names)" -- "$cur")) ;;
     lookup)
         [[ $prev == --wait ]] && return
@@ -56,11 +56,12 @@ _portnamed() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
     case $prev in
     --address | --tls-cert | --tls-key | --tls-ca) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --service-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --log-level) COMPREPLY=($(compgen -W "warning notice info debug" -- "$cur")); return ;;
     --socket-mode | --allow-uid | --max-* | --etcd | --node | --lease-ttl | --listen) return ;;
     esac
     COMPREPLY=($(compgen -W "--address --socket-mode --allow-uid --allow-any-user --max-connections
-        --max-names --max-watches --max-waiting-lookups --max-queued-bytes --log-level --etcd --node --lease-ttl --listen --tls-cert --tls-key --tls-ca
+        --max-names --max-watches --max-waiting-lookups --max-queued-bytes --service-dir --log-level --etcd --node --lease-ttl --listen --tls-cert --tls-key --tls-ca
         --help --version" -- "$cur"))
 }
 

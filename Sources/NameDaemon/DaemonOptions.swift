@@ -24,7 +24,7 @@ package struct DaemonOptions {
     package static let usage = """
         usage: portnamed [--address PATH] [--socket-mode MODE] [--allow-uid UID]... [--allow-any-user]
                          [--max-connections N] [--max-names N] [--max-watches N]
-                         [--max-waiting-lookups N] [--max-queued-bytes N]
+                         [--max-waiting-lookups N] [--max-queued-bytes N] [--service-dir DIR]...
                          [--log-level warning|notice|info|debug]
                          [--etcd URL --node NAME [--lease-ttl SECONDS] [--listen HOST:PORT]
                           [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--help] [--version]
@@ -45,6 +45,12 @@ package struct DaemonOptions {
           --max-waiting-lookups N lookups waiting for a name, per connection (default 64)
           --max-queued-bytes N    unread output kept for a client before it is cut off
                                   (default 4194304)
+          --service-dir DIR       a directory of service files (NAME.service) that make
+                                  names activatable: a lookup of an absent one starts its
+                                  service (repeatable, searched in order; replaces the
+                                  default: $XDG_DATA_HOME/portkit/services, then
+                                  /etc/portkit/services and /usr/share/portkit/services;
+                                  the last two alone for root)
           --log-level LEVEL       the least important events logged: warning (refusals,
                                   limits), notice (names taken, invalid names), info (names
                                   registered and released; the default), debug (connections)
@@ -98,6 +104,7 @@ package struct DaemonOptions {
         var options = DaemonOptions()
         var allowed: Set<UInt32> = []
         var anyUser = false
+        var serviceDirectories: [String] = []
         var rest = arguments[...]
         func value(_ option: String) throws(UsageError) -> String {
             guard let value = rest.popFirst() else { throw UsageError("\(option) needs a value") }
@@ -131,6 +138,10 @@ package struct DaemonOptions {
             case "--max-watches": options.policy.maxWatchesPerConnection = try count(argument)
             case "--max-waiting-lookups": options.policy.maxWaitingLookupsPerConnection = try count(argument)
             case "--max-queued-bytes": options.policy.maxQueuedBytesPerConnection = try count(argument)
+            case "--service-dir":
+                let directory = try value(argument)
+                guard directory.hasPrefix("/") else { throw UsageError("--service-dir needs an absolute path, not '\(directory)'") }
+                serviceDirectories.append(directory)
             case "--log-level":
                 let text = try value(argument)
                 guard let level = NameServerEvent.Severity.allCases.first(where: { $0.description == text }) else {
@@ -162,6 +173,7 @@ package struct DaemonOptions {
         if let etcd = options.etcd, etcd.hasPrefix("https://"), options.tlsCertificate == nil {
             throw UsageError("an https:// --etcd URL needs --tls-cert, --tls-key and --tls-ca (etcd's certificate from the same authority)")
         }
+        options.policy.serviceDirectories = serviceDirectories.isEmpty ? ServiceDirectory.defaultDirectories : serviceDirectories
         if anyUser {
             guard allowed.isEmpty else { throw UsageError("--allow-any-user and --allow-uid exclude each other") }
             options.policy.allowedUsers = nil

@@ -64,10 +64,15 @@ extension ReceivePort {
     /// Hands `event` to the peer observer on the port's loop thread (now, when this is
     /// it); nothing when there is no observer or the port is not scheduled.
     func report(_ event: PeerEvent) {
-        guard let (observer, loop) = state.withLock({ state -> ((@Sendable (PeerEvent) -> Void), ThreadLoop)? in
-            guard let observer = state.peerObserver, let loop = state.schedule?.loop else { return nil }
-            return (observer, loop)
+        guard let (observer, watchers, loop) = state.withLock({
+            state -> ((@Sendable (PeerEvent) -> Void)?, [@Sendable (PeerEvent) -> Void], ThreadLoop)? in
+            guard state.peerObserver != nil || !state.peerWatchers.isEmpty, let loop = state.schedule?.loop else { return nil }
+            return (state.peerObserver, Array(state.peerWatchers.values), loop)
         }) else { return }
-        if loop.isCurrent { observer(event) } else { try? loop.perform { observer(event) } }
+        let tell: @Sendable () -> Void = {
+            observer?(event)
+            for watcher in watchers { watcher(event) }
+        }
+        if loop.isCurrent { tell() } else { try? loop.perform(tell) }
     }
 }

@@ -117,6 +117,8 @@ public final class ReceivePort: Sendable {
         var listener: PortListener?
         var invalidationHandlers: [@Sendable () -> Void] = []
         var peerObserver: (@Sendable (PeerEvent) -> Void)?
+        /// Package-internal observers beside the public one (ReceivePort+PeerWatchers.swift).
+        var peerWatchers: [UInt64: @Sendable (PeerEvent) -> Void] = [:]
         /// Whether the port's connections and listener are out of the loop's modes because
         /// its iteration (`messages`) holds as much as it may, or has ended.
         var readingPaused = false

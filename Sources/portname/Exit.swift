@@ -28,6 +28,7 @@ struct Exit: Error {
         case .serverUnavailable: status = 5
         case .connectionLost: status = 5
         case .addressInUse, .protocolError, .system, .untrustedServer, .serverBusy, .cancelled, .requirementCannotTravel: status = 1
+        case .activationFailed: status = 1
         }
         message = "\(error)"
     }

@@ -7,7 +7,7 @@ enum Verb: String, CaseIterable {
     /// The verb's synopsis line (after `portname [--address PATH]`).
     var synopsis: String {
         switch self {
-        case .list: return "list [--cluster URL [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--json]"
+        case .list: return "list [--activatable | --cluster URL [--tls-cert PEM --tls-key PEM --tls-ca PEM]] [--json]"
         case .lookup: return "lookup NAME [--wait SECONDS] [--json]"
         case .watch: return "watch [PREFIX] [--json]"
         case .status: return "status [NAME] [--json]"
@@ -34,6 +34,9 @@ enum Verb: String, CaseIterable {
                 {"name": NAME, "node": NODE, "pid": PID}. An https://HOST:PORT directory is
                 reached with --tls-cert, --tls-key and --tls-ca: a certificate etcd accepts from
                 a client, its key, and the authority that issued etcd's.
+                With --activatable, prints instead the names the server's service files
+                declare (a lookup of one that is absent starts its service), one per line,
+                sorted; with --json, {"name": NAME} per line.
                 Exit status: 0; 5 no server (or no directory at URL).
                 """
         case .lookup:

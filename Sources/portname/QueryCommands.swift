@@ -5,11 +5,27 @@ import PortCluster
 enum QueryCommands {
     static func list(_ options: Options, address: String?) throws(Exit) {
         guard options.positional.isEmpty else { throw .usage("list takes no arguments", verb: .list) }
+        if options.flags.contains("--activatable") { return try listActivatable(options, address: address) }
         if let endpoint = options.values["--cluster"] { return try listCluster(options, endpoint: endpoint) }
         let client = try connect(address)
         do {
             for owner in try client.blockingList() {
                 say(options.wantsJSON ? JSONLine(owner).text : owner.description)
+            }
+        } catch {
+            throw Exit(error)
+        }
+    }
+
+    /// `list --activatable`: the names the server's service files declare.
+    private static func listActivatable(_ options: Options, address: String?) throws(Exit) {
+        guard options.values["--cluster"] == nil else { throw .usage("--activatable and --cluster exclude each other", verb: .list) }
+        let client = try connect(address)
+        do {
+            for name in try client.blockingActivatableNames() {
+                var line = JSONLine()
+                line.add("name", name)
+                say(options.wantsJSON ? line.text : name)
             }
         } catch {
             throw Exit(error)

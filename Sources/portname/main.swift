@@ -34,7 +34,7 @@ func run(_ arguments: [String]) throws(Exit) {
 
     let options: Options
     switch verb {
-    case .list: options = try Options(rest, verb: verb, valued: ["--cluster", "--tls-cert", "--tls-key", "--tls-ca"], flags: ["--json"])
+    case .list: options = try Options(rest, verb: verb, valued: ["--cluster", "--tls-cert", "--tls-key", "--tls-ca"], flags: ["--json", "--activatable"])
     case .status: options = try Options(rest, verb: verb, flags: ["--json"])
     case .monitor: options = try Options(rest, verb: verb, flags: ["--json"])
     case .call:

@@ -62,4 +62,17 @@ enum NamesSnippets {
         _ = names
         _ = listening
     }
+
+    /// The document's snippet number 6 (counting snippets and tables).
+    static func snippet6() async throws {
+        let port = ReceivePort()
+        let names = try NameServerClient.blockingConnect()
+        try port.schedule(on: .current) { request in Message(id: request.id, components: [.data(request.bytes)], replyPort: nil) }
+        let registration = try names.blockingRegister("org.example.db", port: port)
+        // Idle for 30 s: stop the loop, and the program ends; the next lookup starts it again.
+        try registration.onIdle(after: .seconds(30)) { ThreadLoop.current.stop() }
+        _ = port
+        _ = names
+        _ = registration
+    }
 }

@@ -40,6 +40,5 @@ func serveUntilKilled(
 ) throws -> Never {
     try client.blockingRegister(name, port: port, scope: scope)
     say("serving \(name) \(getpid())")
-    try loop.add(LoopSource(perform: {}), forMode: .default)
-    while true { withExtendedLifetime(client) { _ = try? loop.run() } }
+    try serveForever(loop, keeping: client)
 }

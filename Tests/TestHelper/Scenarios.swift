@@ -22,6 +22,7 @@ let scenarios: [String: Scenario] = [
     "names-try": namesTry,
     "names-squat": namesSquat,
     "names-client-cycles": namesClientCycles,
+    "names-activated": namesActivated,
     "cluster-node": clusterNode,
     "tcp-flood": tcpFlood,
     "unix-hello": unixHello,

@@ -9,6 +9,7 @@ enum BenchmarkRegistry {
             TCPBenchmarks.self,
             TLSBenchmarks.self,
             NameBenchmarks.self,
+            NameActivationBenchmarks.self,
             ScaleBenchmarks.self,
             ClusterBenchmarks.self,
             ActorBenchmarks.self,

@@ -17,4 +17,14 @@ enum BenchFiles {
         let bytes = Array(text.utf8)
         guard bytes.withUnsafeBytes({ RawIO.writeAll(file, $0) }) else { throw BenchmarkError.lastSystemError("write \(path)") }
     }
+
+    /// Makes a fresh private directory `/tmp/PREFIX-XXXXXX` (mkdtemp, mode 0700).
+    /// - Throws: `BenchmarkError` when `mkdtemp` fails.
+    static func temporaryDirectory(_ prefix: String) throws -> String {
+        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw BenchmarkError.lastSystemError("mkdtemp")
+        }
+        return String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }

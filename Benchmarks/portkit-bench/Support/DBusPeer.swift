@@ -31,7 +31,8 @@ final class DBusPeer: Sendable {
         self.directory = directory
         let daemon: LineChild
         do {
-            try BenchFiles.write(Self.configuration(listening: directory + "/bus"), to: directory + "/bus.conf")
+            try Self.writeServiceDirectory(directory + "/services")
+            try BenchFiles.write(Self.configuration(listening: directory + "/bus", services: directory + "/services"), to: directory + "/bus.conf")
             daemon = try LineChild(daemonPath, ["--config-file=\(directory)/bus.conf", "--nofork", "--print-address"])
         } catch {
             Self.remove(directory)
@@ -87,15 +88,33 @@ final class DBusPeer: Sendable {
         return root + "/.build/dbus/portkit-dbus-peer"
     }
 
+    /// The name `names.activation`'s D-Bus service owns once the bus has started it.
+    static let activatedName = "org.portkit.Bench.Activated"
+
+    /// `PORTKIT_DBUS_SERVICE`, else where `scripts/bench-setup.sh` builds the activated
+    /// service (`Benchmarks/dbus/portkit-dbus-service.c`) in this checkout.
+    static var servicePath: String {
+        if let path = getenv("PORTKIT_DBUS_SERVICE") { return String(cString: path) }
+        return (peerPath.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")) + "/portkit-dbus-service"
+    }
+
+    /// The bus's service directory: one `.service` file, for `activatedName`.
+    private static func writeServiceDirectory(_ services: String) throws {
+        guard mkdir(services, 0o700) == 0 else { throw BenchmarkError.lastSystemError("mkdir \(services)") }
+        let file = "[D-BUS Service]\nName=\(activatedName)\nExec=\(servicePath)\n"
+        try BenchFiles.write(file, to: "\(services)/\(activatedName).service")
+    }
+
     /// A bus on which any connection may send to and own any name (the session bus's
-    /// policy), listening only at `path`.
-    private static func configuration(listening path: String) -> String {
+    /// policy), listening only at `path`, starting the services of `services` on demand.
+    private static func configuration(listening path: String, services: String) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
         <busconfig>
           <type>session</type>
           <listen>unix:path=\(path)</listen>
+          <servicedir>\(services)</servicedir>
           <auth>EXTERNAL</auth>
           <policy context="default">
             <allow send_destination="*" eavesdrop="true"/>
@@ -108,6 +127,8 @@ final class DBusPeer: Sendable {
     }
 
     private static func remove(_ directory: String) {
+        unlink("\(directory)/services/\(activatedName).service")
+        rmdir(directory + "/services")
         unlink(directory + "/bus.conf")
         unlink(directory + "/bus")
         rmdir(directory)

@@ -23,11 +23,7 @@ final class PortnamedProcess: IdleServer {
             throw BenchmarkError.notMeasurable(
                 "no portnamed at \(path) (swift build -c release --product portnamed; PORTKIT_PORTNAMED overrides)")
         }
-        var template = Array("/tmp/portkit-bench-idle-XXXXXX".utf8CString)
-        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
-            throw BenchmarkError.lastSystemError("mkdtemp")
-        }
-        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        directory = try BenchFiles.temporaryDirectory("portkit-bench-idle")
         address = directory + "/names.sock"
         do {
             daemon = try LineChild(path, ["--address", address])

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include "portkit_process.h"
 
 /// The kernel thread id of the calling thread.
 int portkit_gettid(void);

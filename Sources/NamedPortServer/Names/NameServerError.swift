@@ -50,6 +50,9 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A registration's requirement holds a predicate, which cannot travel to the name
     /// server (only a listening port checks one); `requirement` describes it. Nothing was sent.
     case requirementCannotTravel(requirement: String)
+    /// `name` is activatable (a service file names it) and was absent, and the service
+    /// started for it did not register it: `reason` says how the start failed.
+    case activationFailed(name: String, reason: NameActivationFailure)
 
     /// Why a name is refused.
     public enum InvalidNameReason: Hashable, Sendable, CustomStringConvertible {
@@ -119,6 +122,8 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "the owner of '\(name)' refuses this process: \(reason)"
         case .requirementCannotTravel(let requirement):
             return "the requirement '\(requirement)' holds a predicate, which the name server cannot check"
+        case .activationFailed(let name, let reason):
+            return "the service for '\(name)' did not start: \(reason)"
         }
     }
 }

@@ -49,6 +49,9 @@ package enum NameOperation: UInt32, Sendable {
     /// [name] → ok [pid, uid, gid, executable, cgroup], then fields other features add at
     /// the end (`NameOwnerStatus`).
     case nameStatus = 12
+    /// [] → ok [activatable names, one string, separated by newlines]: the names the
+    /// server's service files declare (NameService+Activation.swift).
+    case activatable = 13
 }
 
 /// What a watch's port receives: the id of a one-way message, fields [name, pid, uid], and
@@ -90,6 +93,9 @@ package enum NameStatus: UInt32, Sendable {
     case takenElsewhere = 11
     /// [name, reason]: the owner's peer requirement refuses the looker.
     case requirementNotMet = 12
+    /// [name, how (0 exited, 1 signalled, 2 timed out, 3 could not start), status, signal
+    /// or milliseconds, detail]: an activatable name's service did not register it.
+    case activationFailed = 13
 }
 
 /// The largest request a server takes: a register of a 255-byte name is about 300 bytes.
@@ -247,6 +253,7 @@ enum NameReply {
         case .protocolError(let detail): (.badRequest, [F.string(detail)])
         case .serverBusy(_, let reason): (.busy, [F.string(reason)])
         case .peerRequirementNotMet(let name, let reason): (.requirementNotMet, [F.string(name), F.string(reason)])
+        case .activationFailed(let name, let reason): (.activationFailed, [F.string(name)] + reason.fields)
         case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled, .requirementCannotTravel:
             (.badRequest, [F.string(error.description)])
         }
@@ -296,6 +303,8 @@ enum NameReply {
             case .takenElsewhere:
                 return .nameTakenElsewhere(name: try fields.string(), node: try fields.string(), ownerPID: try fields.pid())
             case .requirementNotMet: return .peerRequirementNotMet(name: try fields.string(), reason: try fields.string())
+            case .activationFailed:
+                return .activationFailed(name: try fields.string(), reason: try NameActivationFailure(&fields))
             }
         } catch {
             return error

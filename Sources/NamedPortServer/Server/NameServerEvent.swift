@@ -22,6 +22,11 @@ public enum NameServerEvent: Hashable, Sendable, CustomStringConvertible {
     case nameRegistered(NameOwner)
     /// A name was released: unregistered, or its owner's connection ended.
     case nameReleased(NameOwner)
+    /// A lookup of an absent activatable name started its service: process `pid`.
+    case serviceStarted(name: String, pid: Int32)
+    /// An activatable name's service did not register it; its lookups were answered
+    /// `activationFailed`.
+    case serviceFailed(name: String, reason: NameActivationFailure)
 
     /// How much an operator needs to see it, for filtering.
     public enum Severity: Int, Hashable, Sendable, Comparable, CaseIterable, CustomStringConvertible {
@@ -61,7 +66,8 @@ public enum NameServerEvent: Hashable, Sendable, CustomStringConvertible {
             case .permissionDenied, .limitExceeded, .protocolError: return .warning
             default: return .notice
             }
-        case .nameRegistered, .nameReleased: return .info
+        case .nameRegistered, .nameReleased, .serviceStarted: return .info
+        case .serviceFailed: return .warning
         }
     }
 
@@ -80,6 +86,10 @@ public enum NameServerEvent: Hashable, Sendable, CustomStringConvertible {
             return "name registered: \(NameRules.printable(owner.name)) pid \(owner.pid) uid \(owner.uid)"
         case .nameReleased(let owner):
             return "name released: \(NameRules.printable(owner.name)) pid \(owner.pid) uid \(owner.uid)"
+        case .serviceStarted(let name, let pid):
+            return "service started: \(NameRules.printable(name)) pid \(pid)"
+        case .serviceFailed(let name, let reason):
+            return "service failed: \(NameRules.printable(name)): \(reason)"
         }
     }
 }

@@ -33,6 +33,10 @@ public struct NameServerPolicy: Hashable, Sendable {
     /// silent before the server closes it; `nil` (the default) never closes it, because a
     /// `NameServerClient` keeps its connection between calls and does not reconnect.
     public var idleTimeout: Duration?
+    /// The directories of service files that make names activatable, searched in order
+    /// (`ServiceDirectory`); empty (the default for an embedded server) activates nothing.
+    /// `portnamed` uses `ServiceDirectory.defaultDirectories` unless given `--service-dir`.
+    public var serviceDirectories: [String] = []
 
     /// Makes a policy; every argument has the default described on its property.
     public init(

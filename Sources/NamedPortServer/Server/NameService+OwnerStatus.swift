@@ -12,7 +12,7 @@ extension NameService {
         let status = NameOwnerStatus(
             owner: holder.owner, gid: clients[holder.client]?.peer.credentials?.gid ?? UInt32.max,
             executable: ProcessIdentity.executable(of: pid), controlGroup: ProcessIdentity.controlGroup(of: pid),
-            isActivatable: false, standbys: table.standbys(of: name).map(\.owner))
+            isActivatable: isActivatable(name), standbys: table.standbys(of: name).map(\.owner))
         answer(pending, Message(id: NameStatus.ok.rawValue, components: NameOwnerStatusFields.encode(status)), client)
     }
 }

@@ -118,6 +118,7 @@ extension NameService {
             if lookup.withOtherNodes, let holder = directory?.holder(of: name) {
                 return answerOtherNodes(name, holder, lookup, client)
             }
+            if wantsPort, try activate(name, client, lookup, milliseconds: wait) { return }
             guard wait > 0 else { throw .notFound(name: name) }
             try addWaiter(for: name, client, lookup, milliseconds: wait)
 
@@ -161,6 +162,9 @@ extension NameService {
 
         case .nameStatus:
             try answerNameStatus(&fields, client, pending)
+
+        case .activatable:
+            answer(pending, ok([NameField.string(activatableNames.joined(separator: "\n"))]), client)
         }
     }
 
@@ -216,6 +220,7 @@ extension NameService {
                 directory.publish(owner)
             }
             answerWaiters(for: name)
+            activationRegistered(name)
         } catch {
             // Only a port this request brought is let go: a held name's stays with it.
             if brought { channel.invalidate() }
@@ -316,7 +321,7 @@ extension NameService {
         handOver(released)
     }
 
-    private func addWaiter(
+    func addWaiter(
         for name: String, _ client: Client, _ lookup: PendingLookup, milliseconds: UInt64
     ) throws(NameServerError) {
         let id = try table.addWaiter(for: name, client: client.peer.id, lookup)

@@ -51,6 +51,8 @@ final class NameService: @unchecked Sendable {
             if let client = self.clients[peer.id] { self.disconnect(client, because: reason) }
         })
     var isShutDown = false
+    /// The services started on demand and not yet reaped (NameService+Activation.swift).
+    var activation = ActivationState()
 
     /// One client: its peer, who it is, and where it stands with the time-outs.
     final class Client {
@@ -102,6 +104,7 @@ final class NameService: @unchecked Sendable {
         guard !isShutDown else { return }
         isShutDown = true
         timeouts.stop()
+        stopActivations()
         let released = table.removeAll()
         for waiter in released.waiters { waiter.waiting.end() }
         for holder in released.holders {

@@ -32,14 +32,10 @@ package struct SpawnedChild: Sendable, Hashable {
         for (index, (_, target)) in descriptors.enumerated() {
             posix_spawn_file_actions_adddup2(&actions, high[index].rawValue, target)
         }
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup($0) } + [nil]
-        defer {
-            for pointer in argv { free(pointer) }
-            for pointer in envp { free(pointer) }
-        }
         var pid: pid_t = 0
-        let status = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        let status = withSpawnArguments(executable, arguments, environment) { argv, envp in
+            posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        }
         guard status == 0 else { throw Errno(rawValue: status) }
         return SpawnedChild(pid: pid)
     }
