@@ -2,10 +2,10 @@ import PermanentThread
 import Synchronization
 
 /// Observers of a port's peers for the package's own layers (a registration's idle watch),
-/// beside the one public observer (`observePeers`), which they leave to the port's user.
+/// beside the one public observer (`onPeerEvent`), which they leave to the port's user.
 extension ReceivePort {
     /// Calls `handler` with every later `PeerEvent` of the port, on its loop's thread, as
-    /// `observePeers(_:)` does; returns a token for `stopWatchingPeers(_:)`.
+    /// `onPeerEvent(_:)` does; returns a token for `stopWatchingPeers(_:)`.
     package func watchPeers(_ handler: @escaping @Sendable (PeerEvent) -> Void) -> UInt64 {
         let token = peerWatcherTokens.wrappingAdd(1, ordering: .relaxed).oldValue
         state.withLock { $0.peerWatchers[token] = handler }

@@ -127,19 +127,6 @@ static inline void portkit_cpu_relax(void) {
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield" ::: "memory");
-// MARK: - Peer processes (pidfds, for peer requirements)
-
-/// SO_PEERPIDFD of a connected Unix-domain socket (Linux 6.5 and later): a pidfd of the
-/// process that connected, close-on-exec. -1 with errno (ENOPROTOOPT on older kernels).
-int portkit_peer_pidfd(int fd);
-
-/// pidfd_open(2) (Linux 5.3 and later): a pidfd of process pid, close-on-exec; -1 with errno.
-int portkit_pidfd_open(pid_t pid);
-
-/// Whether the process a pidfd refers to is still alive (not exited): 1 alive, 0 exited,
-/// -1 with errno. Polls the pidfd without waiting (it is readable once the process exited).
-int portkit_pidfd_alive(int pidfd);
-
 #endif
 }
 
