@@ -16,8 +16,8 @@ struct NameDirectoryTests {
         let told = Recorder<String>()
         init(held: [String: NameDirectoryHolder]) { self.held = held }
         func holder(of name: String) -> NameDirectoryHolder? { held[name] }
-        func publish(_ owner: NameOwner) { told.append("+\(owner.name) \(owner.pid)") }
-        func withdraw(_ owner: NameOwner) { told.append("-\(owner.name)") }
+        func nameRegistered(_ owner: NameOwner) { told.append("+\(owner.name) \(owner.pid)") }
+        func nameReleased(_ owner: NameOwner) { told.append("-\(owner.name)") }
     }
 
     /// A server whose directory says node east-1's process 4242 holds "db", and a client.

@@ -27,11 +27,12 @@ public protocol NameDirectory: Sendable {
 
     /// A name was registered at the server with `.cluster` scope: publish it. Called on
     /// the server's thread, which it must not hold up. The default does nothing.
-    func publish(_ owner: NameOwner)
+    func nameRegistered(_ owner: NameOwner)
 
     /// A name registered with `.cluster` scope was released (unregistered, or its owner's
-    /// connection ended): withdraw it. Called on the server's thread, as `publish` is.
-    func withdraw(_ owner: NameOwner)
+    /// connection ended): withdraw it. Called on the server's thread, as `nameRegistered`
+    /// is.
+    func nameReleased(_ owner: NameOwner)
 
     /// Every name other nodes hold now, and its holder: what the server's `list` and a new
     /// watch show beside its own names. The default is none.
@@ -45,10 +46,10 @@ public protocol NameDirectory: Sendable {
 
 extension NameDirectory {
     /// Publishes nothing.
-    public func publish(_ owner: NameOwner) {}
+    public func nameRegistered(_ owner: NameOwner) {}
 
     /// Withdraws nothing.
-    public func withdraw(_ owner: NameOwner) {}
+    public func nameReleased(_ owner: NameOwner) {}
 
     /// No names on other nodes.
     public func otherNodesNames() -> [String: NameDirectoryHolder] { [:] }

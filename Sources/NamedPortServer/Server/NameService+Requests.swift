@@ -217,7 +217,7 @@ extension NameService {
             notifyWatchers(.appeared, owner)
             if scope == .cluster, let directory {
                 clusterScoped.insert(name)
-                directory.publish(owner)
+                directory.nameRegistered(owner)
             }
             answerWaiters(for: name)
             activationRegistered(name)

@@ -195,7 +195,7 @@ final class NameService: @unchecked Sendable {
         // Each set asked only when it holds something: a name's hash is not free, and a
         // server outside a cluster has neither.
         if notice == .vanished, !clusterScoped.isEmpty, clusterScoped.remove(owner.name) != nil {
-            directory?.withdraw(owner)
+            directory?.nameReleased(owner)
         }
         // A name another node holds shows as this host's while a client here holds it.
         let elsewhere = otherNodes.isEmpty ? nil : otherNodes[owner.name].map { otherNodeOwner(owner.name, $0) }

@@ -11,11 +11,11 @@ extension ClusterNode {
     }
 
     /// Publishes `owner`'s name, registered at a name server of this node with
-    /// `.cluster` scope, without waiting (`publishInBackground`): a name another node
-    /// claimed in the same instant is reported as `ClusterEvent.lost`.
-    public func publish(_ owner: NameOwner) {
+    /// `.cluster` scope, without waiting (`publish(_:owner:waitingUpTo:)` with `.zero`): a
+    /// name another node claimed in the same instant is reported as `ClusterEvent.lost`.
+    public func nameRegistered(_ owner: NameOwner) {
         let address = state.withLock { $0.gatewayAddress }
-        publishInBackground(owner.name, owner: ClusterOwner(node: node, pid: owner.pid, address: address))
+        _ = publish(owner.name, owner: ClusterOwner(node: node, pid: owner.pid, address: address), waitingUpTo: .zero)
     }
 
     /// Whether this node holds `name` for the cluster, or will publish it once the
@@ -26,9 +26,10 @@ extension ClusterNode {
         state.withLock { $0.mine[name] != nil }
     }
 
-    /// Withdraws `owner`'s name, released at a name server of this node, without waiting.
-    public func withdraw(_ owner: NameOwner) {
-        withdrawInBackground(owner.name)
+    /// Withdraws `owner`'s name, released at a name server of this node (`withdraw(_:)`,
+    /// which does not wait).
+    public func nameReleased(_ owner: NameOwner) {
+        withdraw(owner.name)
     }
 }
 

@@ -154,43 +154,33 @@ public final class ClusterNode: NameDirectory, Sendable {
     /// is down, or the claim has not been answered within `limit`, the publication is
     /// `.pending`: the name is kept and published when the directory answers, and how that
     /// goes is a `ClusterEvent` (`.published`, or `.lost` when another node holds it).
-    /// Called on the node's own thread (from an event handler), it never waits.
+    /// With `.zero`, or called on the node's own thread (from an event handler), it never
+    /// waits: the form for a caller that must not block (a name server's thread).
     public func publish(_ name: String, owner: ClusterOwner, waitingUpTo limit: Duration = .seconds(2)) -> ClusterPublication {
         let closed = DirectoryError.unavailable(endpoint: etcd.endpoint, reason: "the node is closed")
         guard !state.withLock({ $0.closed }) else { return .pending(closed) }
         let reply = PublicationReply()
+        // With no wait, the outcome is always an event, however soon it comes.
+        let waits = limit > .zero
         do {
             try thread.execute(label: "cluster publish") { [self] in
                 publishHere(name, owner: owner) { [self] outcome in
-                    if !reply.answer(outcome) { reportOutcome(outcome, of: name) }
+                    if !waits || !reply.answer(outcome) { reportOutcome(outcome, of: name) }
                 }
             }
         } catch {
             return .pending(closed)
         }
+        let notYet = ClusterPublication.pending(.unavailable(endpoint: etcd.endpoint, reason: "the claim is not answered yet"))
+        guard waits else { return notYet }
         let waitUntil = thread.isCurrent ? ContinuousClock.now : .now + limit
-        return reply.wait(until: waitUntil)
-            ?? .pending(.unavailable(endpoint: etcd.endpoint, reason: "the claim is not answered yet"))
-    }
-
-    /// `publish` without waiting: for a caller that must not block (a name server's event
-    /// handler). The outcome is an event: `.published(name)`, or `.lost(name, to:)` when
-    /// another node holds it; while the directory is down, the publication waits for it.
-    public func publishInBackground(_ name: String, owner: ClusterOwner) {
-        try? thread.execute(label: "cluster publish") { [self] in
-            publishHere(name, owner: owner) { [self] outcome in reportOutcome(outcome, of: name) }
-        }
+        return reply.wait(until: waitUntil) ?? notYet
     }
 
     /// Withdraws `name`, if this node holds it. It returns at once: the deletion goes to
     /// the directory after every call made before it (while the directory is down, when
     /// it is back).
     public func withdraw(_ name: String) {
-        withdrawInBackground(name)
-    }
-
-    /// `withdraw` (which does not wait either).
-    public func withdrawInBackground(_ name: String) {
         try? thread.execute(label: "cluster withdraw") { [self] in withdrawHere(name) }
     }
 
