@@ -55,7 +55,7 @@ extension ThreadLoop {
     /// The `identity` of the calling thread's loop, `nil` when it has none. Never makes a loop.
     package static var currentIdentity: UnsafeMutableRawPointer? { pthread_getspecific(loopKey) }
 
-    private static var isMainThread: Bool { getpid() == portkit_gettid() }
+    private static var isMainThread: Bool { ThreadIdentity.isMainThread }
 
     private static func currentThreadName() -> String {
         var buffer = [CChar](repeating: 0, count: 32)

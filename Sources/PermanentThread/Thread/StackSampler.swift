@@ -204,7 +204,7 @@ private func stackSamplerHandler(
 ) {
     let savedErrno = errno
     defer { errno = savedErrno }
-    let me = portkit_gettid()
+    let me = ThreadIdentity.kernelID
     if samplerTarget.compareExchange(expected: me, desired: -me, ordering: .acquiringAndReleasing).exchanged,
        let functions = samplerFunctions {
         let depth = functions.backtrace(samplerFrames, CInt(samplerCapacity))

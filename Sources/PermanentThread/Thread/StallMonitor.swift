@@ -127,7 +127,7 @@ final class StallProbe: Sendable {
 
     /// On the watched loop's thread.
     func record(_ activity: LoopActivity) {
-        if threadID.load(ordering: .relaxed) == 0 { threadID.store(portkit_gettid(), ordering: .relaxed) }
+        if threadID.load(ordering: .relaxed) == 0 { threadID.store(ThreadIdentity.kernelID, ordering: .relaxed) }
         let code = UInt64(Self.codes.firstIndex(of: activity) ?? 0)
         switch activity {
         case .entry:

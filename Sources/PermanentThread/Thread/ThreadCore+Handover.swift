@@ -18,7 +18,7 @@ extension ThreadCore {
     /// The thread could not be started when stop() needed it: rather than drop the work
     /// accepted before, run it on the calling thread. False if the state moved on meanwhile.
     func runPendingHereIfStillIdle() -> Bool {
-        let me = portkit_gettid()
+        let me = ThreadIdentity.kernelID
         let work = state.withLock { s -> [PendingWork]? in
             guard case .idle = s.lifecycle else { return nil }
             let work = s.pending
@@ -50,7 +50,7 @@ extension ThreadCore {
                 // Closed: hand it over below.
             }
         }
-        let me = portkit_gettid()
+        let me = ThreadIdentity.kernelID
         let mustDrain = state.withLock { s -> Bool in
             if s.loop == nil && !s.handover.threadEnded {
                 s.pending.append(.job(job, executor))
@@ -75,7 +75,7 @@ extension ThreadCore {
     /// On the permanent thread, after its loop ended: run the jobs refused by the closed
     /// loop, and from then on let callers run them.
     func handOverJobs() {
-        let me = portkit_gettid()
+        let me = ThreadIdentity.kernelID
         let mustDrain = state.withLock { s -> Bool in
             s.handover.threadEnded = true
             guard !s.handover.jobs.isEmpty, s.handover.drainer == 0 else { return false }

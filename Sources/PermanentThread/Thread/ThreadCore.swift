@@ -97,7 +97,7 @@ final class ThreadCore: @unchecked Sendable {
     /// permanent thread, or the thread that drains jobs handed over after it ended.
     var isolatesCurrentThread: Bool {
         if isCurrent { return true }
-        let me = portkit_gettid()
+        let me = ThreadIdentity.kernelID
         return state.withLock { $0.handover.drainer == me }
     }
 
@@ -169,7 +169,7 @@ final class ThreadCore: @unchecked Sendable {
 
     /// The body of the permanent thread.
     private func threadMain() {
-        _ = name.withCString { portkit_set_thread_name($0) }
+        ThreadIdentity.setName(name)
         // A thread inherits its creator's signal mask, and Swift's cooperative pool blocks
         // nearly every signal; let through the one the stall monitor samples stacks with.
         var samplingSignal = sigset_t()
@@ -197,7 +197,7 @@ final class ThreadCore: @unchecked Sendable {
             preconditionFailure("a new run loop refused its keep-alive source: \(error)")
         }
         loop.spinBeforeSleep(spinBeforeSleep)
-        kernelID.store(portkit_gettid(), ordering: .releasing)
+        kernelID.store(ThreadIdentity.kernelID, ordering: .releasing)
         state.withLock { s in
             s.loop = loop
             for work in s.pending { Self.hand(work, to: loop) }

@@ -1,0 +1,21 @@
+import CPortKitSystem
+import Glibc
+
+/// The calling thread as the kernel knows it: its id, whether it is the process's main
+/// thread, and its name. The loop's registry and the permanent threads ask here, so that
+/// another platform's answers are one file.
+package enum ThreadIdentity {
+    /// The calling thread's kernel id (as in `/proc/self/task/<id>`). The corresponding C
+    /// function is `gettid`.
+    package static var kernelID: CInt { portkit_gettid() }
+
+    /// Whether the calling thread is the process's main thread (its kernel id is the
+    /// process's id).
+    package static var isMainThread: Bool { getpid() == portkit_gettid() }
+
+    /// Names the calling thread (as `ps -L` and debuggers show it; the kernel keeps 15
+    /// bytes). The corresponding C function is `pthread_setname_np`.
+    package static func setName(_ name: String) {
+        _ = name.withCString { portkit_set_thread_name($0) }
+    }
+}
