@@ -44,14 +44,13 @@ package final class LogOutput: Sendable {
     }
 
     private static func target(for descriptor: CInt) -> Target {
-        var status = stat()
-        guard fstat(descriptor, &status) == 0 else { return .plain(descriptor) }
-        switch status.st_mode & S_IFMT {
+        guard let status = try? FileSystem.status(FileDescriptor(rawValue: descriptor)) else { return .plain(descriptor) }
+        switch status.mode & S_IFMT {
         case S_IFSOCK:
             return .socket(descriptor)
         case S_IFIFO:
-            let reopened = open("/proc/self/fd/\(descriptor)", O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-            return reopened >= 0 ? .nonBlocking(FileDescriptor(rawValue: reopened)) : .plain(descriptor)
+            let reopened = try? FileDescriptor.open("/proc/self/fd/\(descriptor)", flags: O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            return reopened.map { .nonBlocking($0) } ?? .plain(descriptor)
         default:
             return .plain(descriptor)
         }
@@ -87,7 +86,7 @@ package final class LogOutput: Sendable {
             let written = state.pending.withUnsafeBytes { bytes -> Int in
                 switch target {
                 case .socket(let descriptor):
-                    return send(descriptor, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT | MSG_NOSIGNAL))
+                    return (try? FileDescriptor(rawValue: descriptor).send(bytes)) ?? -1
                 case .nonBlocking(let descriptor):
                     return (try? descriptor.writeWithoutSignal(bytes)) ?? -1
                 case .plain(let descriptor):

@@ -1,4 +1,5 @@
 import Glibc
+import PermanentThread
 
 /// The service manager's notify protocol (`Type=notify` in a systemd unit), spoken by
 /// hand: each state is one datagram of `KEY=VALUE` lines sent to the Unix socket named by
@@ -34,22 +35,6 @@ struct ServiceNotifier {
     @discardableResult
     func send(_ state: String) -> Int32? {
         guard let path else { return nil }
-        let socket = Glibc.socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
-        guard socket >= 0 else { return errno }
-        defer { close(socket) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.enumerated() { raw[index] = byte }
-        }
-        // An abstract name's length counts exactly its bytes; a path's, its NUL too.
-        let length = MemoryLayout.offset(of: \sockaddr_un.sun_path)! + path.count + (path.first == 0 ? 0 : 1)
-        let bytes = Array(state.utf8)
-        let sent = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-                sendto(socket, bytes, bytes.count, CInt(MSG_NOSIGNAL), generic, socklen_t(length))
-            }
-        }
-        return sent < 0 ? errno : nil
+        return DatagramSocket.send(Array(state.utf8), to: path)?.rawValue
     }
 }

@@ -249,7 +249,7 @@ public final class ReceivePort: Sendable {
         queue.broadcast()
         for envelope in dropped {
             envelope.reply?.fail(.invalidPort)
-            for fd in envelope.message.descriptors { Glibc.close(fd) }
+            for fd in envelope.message.descriptors { try? FileDescriptor(rawValue: fd).close() }
         }
         schedule?.source.invalidate()
         for connection in connections { connection.close(.invalidPort) }
@@ -350,7 +350,7 @@ public final class ReceivePort: Sendable {
                 // Invalidated meanwhile (which empties the queue itself): fail, never drop.
                 for envelope in batch {
                     envelope.reply?.fail(.invalidPort)
-                    for fd in envelope.message.descriptors { Glibc.close(fd) }
+                    for fd in envelope.message.descriptors { try? FileDescriptor(rawValue: fd).close() }
                 }
                 batch.removeAll(keepingCapacity: true)
                 return

@@ -54,5 +54,5 @@ func say(_ line: String) {
 /// Writes `portname: message` to the standard error.
 func sayError(_ message: String) {
     let line = "portname: \(message)\n"
-    _ = line.utf8CString.withUnsafeBufferPointer { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
+    _ = Array(line.utf8).withUnsafeBytes { try? FileDescriptor(rawValue: STDERR_FILENO).writeAll($0) }
 }

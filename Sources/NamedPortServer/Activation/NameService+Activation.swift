@@ -83,14 +83,31 @@ extension NameService {
         start.timer?.invalidate()
     }
 
-    /// Forgets every start and stops following the processes (they run on). On shutdown.
+    /// Forgets every start; the processes run on, and are reaped when they end by the
+    /// process's shared reply loop (a server embedded in a program that goes on must not
+    /// leave it zombies). On shutdown.
     func stopActivations() {
         for start in activation.starting.values { start.timer?.invalidate() }
         for process in activation.processes.values {
             process.source?.invalidate()
-            try? process.descriptor.close()
+            Self.reapLater(process.child, descriptor: process.descriptor)
         }
         activation = ActivationState()
+    }
+
+    /// Has the shared reply loop reap `child` when its pidfd `descriptor` says it ended
+    /// (closing the descriptor then); if that loop cannot watch it, the descriptor is
+    /// closed and the child left to the program.
+    private static func reapLater(_ child: SpawnedChild, descriptor: FileDescriptor) {
+        let reap = DescriptorSource(descriptor: descriptor.rawValue, events: .readable) { source, _ in
+            let ended: Bool
+            // ECHILD: the program reaped it itself.
+            do throws(Errno) { ended = try child.reapIfEnded() != nil } catch { ended = true }
+            guard ended else { return }
+            source.invalidate()
+            try? descriptor.close()
+        }
+        do { try SharedReplyLoop.loop().add(reap, forMode: .common) } catch { try? descriptor.close() }
     }
 
     /// Spawns the service `file` names and follows it.

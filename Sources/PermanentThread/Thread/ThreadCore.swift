@@ -172,10 +172,7 @@ final class ThreadCore: @unchecked Sendable {
         ThreadIdentity.setName(name)
         // A thread inherits its creator's signal mask, and Swift's cooperative pool blocks
         // nearly every signal; let through the one the stall monitor samples stacks with.
-        var samplingSignal = sigset_t()
-        sigemptyset(&samplingSignal)
-        sigaddset(&samplingSignal, StackSampler.signal)
-        pthread_sigmask(SIG_UNBLOCK, &samplingSignal, nil)
+        SignalMask.unblock([StackSampler.signal])
         let loop: ThreadLoop
         do {
             loop = try ThreadLoop.forCurrentThread()

@@ -1,4 +1,5 @@
 import Glibc
+import PermanentThread
 import PortMessaging
 
 /// The ports and file descriptors of one message, kept beside its bytes: encoding appends
@@ -52,7 +53,7 @@ final class AttachmentTable {
     /// Closes the received descriptors no value took: nobody else will.
     func closeUnclaimed() {
         for (index, component) in incoming.enumerated() where !claimed.contains(index) {
-            if case .descriptor(let fd) = component { Glibc.close(fd) }
+            if case .descriptor(let fd) = component { try? FileDescriptor(rawValue: fd).close() }
         }
     }
 }

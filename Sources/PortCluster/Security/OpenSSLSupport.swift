@@ -1,5 +1,6 @@
 import COpenSSL
 import Glibc
+import PermanentThread
 
 /// What the cluster layer's TLS shares with OpenSSL: its error queue read as text, the
 /// socket BIO method, and a certificate's common name.
@@ -46,11 +47,11 @@ enum OpenSSLSupport {
 
     /// Why a file cannot be read, or `nil` when it can.
     static func unreadable(_ path: String) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd < 0 else {
-            close(fd)
+        do {
+            try FileDescriptor.open(path, flags: O_RDONLY).close()
             return nil
+        } catch {
+            return "\(error)"
         }
-        return String(cString: strerror(errno))
     }
 }
