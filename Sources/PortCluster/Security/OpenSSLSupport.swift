@@ -51,7 +51,7 @@ enum OpenSSLSupport {
             try FileDescriptor.open(path, flags: O_RDONLY).close()
             return nil
         } catch {
-            return "\(error)"
+            return String(cString: strerror(error.rawValue))
         }
     }
 }
