@@ -1,3 +1,5 @@
+// The adopt-connection frame: in Transport, not Wire, because its failure is a PortError
+// (the Wire folder compiles alone, for the codec fuzzer).
 extension WireCodec {
     /// The frame that asks the peer to adopt the descriptor sent with it.
     static func encodeControl() throws(PortError) -> [UInt8] {
