@@ -32,8 +32,9 @@ module CPortKitSystem {
 MAP
 
 echo "building .build/fuzz-names"
-"$clang" -c -O1 -fsanitize=fuzzer-no-link,address -I Sources/CPortKitSystem/include \
-    Sources/CPortKitSystem/shim.c -o "$build/shim.o"
+for c in Sources/CPortKitSystem/*.c; do
+    "$clang" -c -O1 -fsanitize=fuzzer-no-link,address -I Sources/CPortKitSystem/include "$c" -o "$build/$(basename "$c" .c).o"
+done
 module() { # module NAME SOURCE_DIRECTORY: one sanitized object and its .swiftmodule
     "$swiftc" -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 -enable-testing \
         -package-name PortKit -module-name "$1" -I "$build" -Xcc -fmodule-map-file="$build/module.modulemap" \
@@ -45,7 +46,7 @@ module PortMessaging Sources/PortMessaging
 module NamedPortServer Sources/NamedPortServer
 "$swiftc" -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 \
     -package-name PortKit -module-name FuzzNames -I "$build" -Xcc -fmodule-map-file="$build/module.modulemap" \
-    Fuzz/FuzzNames.swift "$build"/PermanentThread.o "$build"/PortMessaging.o "$build"/NamedPortServer.o "$build/shim.o" \
+    Fuzz/FuzzNames.swift "$build"/PermanentThread.o "$build"/PortMessaging.o "$build"/NamedPortServer.o "$build"/shim.o "$build"/process.o \
     -o .build/fuzz-names
 
 # Seed corpus: raw frames (mode byte 0) and built requests (mode byte 1: operation, field
