@@ -76,4 +76,4 @@ for scope in system user; do
 done
 unit Packaging/systemd/cluster.conf "$root/share/portkit/systemd/cluster.conf"
 
-echo "installed portnamed and portname under $root"
+echo "installed portnamed, portnamed-cluster and portname under $root"
