@@ -70,15 +70,16 @@ struct RequestTable {
     /// The async waiters, to be failed with `failure` as the connection closes.
     var asyncWaiters: [AsyncReply] { slots.compactMap(\.waiter) }
 
-    /// Sets async request `sequence`'s deadline; true when no armed timer fires by then, so
-    /// the caller must arm one at `deadline` (and has been recorded as doing so). A request
-    /// whose deadline is no earlier than the armed timer's arms nothing: a stream of
-    /// requests with the same time-out sets one timer, not one each (and wakes the reply
-    /// loop once, not once per request).
+    /// Sets async request `sequence`'s deadline, and returns the timer (made by `timer`) the
+    /// caller must arm at `deadline` when no armed timer fires by then; it is recorded as
+    /// the armed one. A request whose deadline is no earlier than the armed timer's arms
+    /// nothing: a stream of requests with the same time-out sets one timer, not one each
+    /// (and wakes the reply loop once, not once per request). An armed timer whose date has
+    /// passed is not counted on (its loop may have ended before it fired).
     mutating func setDeadline(_ deadline: ContinuousClock.Instant, of sequence: UInt64, timer: () -> LoopTimer) -> LoopTimer? {
         guard let index = index(of: sequence), slots[index].waiter != nil else { return nil }
         slots[index].deadline = deadline
-        if let armed = deadlineTimer, armed.date <= deadline { return nil }
+        if let armed = deadlineTimer, armed.date <= deadline, armed.date > .now { return nil }
         let made = timer()
         deadlineTimer = (deadline, made)
         return made
