@@ -6,22 +6,25 @@ import PermanentThread
 /// `$NOTIFY_SOCKET`. A name starting with `@` is in the abstract namespace. Without the
 /// variable every call does nothing.
 struct ServiceNotifier {
-    /// The socket address's bytes (a leading `@` already turned into a NUL), or `nil`.
-    private let path: [UInt8]?
+    /// The socket's path or abstract name, or `nil`.
+    private let target: (path: String, abstract: Bool)?
 
     init() {
         guard let value = getenv("NOTIFY_SOCKET"), value[0] != 0 else {
-            path = nil
+            target = nil
             return
         }
-        var bytes = Array(String(cString: value).utf8)
-        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }
-        // sun_path holds 108 bytes, and a path (not an abstract name) needs its NUL.
-        path = bytes.count < 108 ? bytes : nil
+        let text = String(cString: value)
+        // sun_path holds 108 bytes: a path needs its NUL, an abstract name its leading one.
+        guard text.utf8.count < 108 else {
+            target = nil
+            return
+        }
+        target = text.hasPrefix("@") ? (String(text.dropFirst()), true) : (text, false)
     }
 
     /// Whether a service manager asked to be told.
-    var isActive: Bool { path != nil }
+    var isActive: Bool { target != nil }
 
     /// Tells the service manager the daemon accepts connections; a failure's errno.
     @discardableResult
@@ -34,7 +37,12 @@ struct ServiceNotifier {
     /// Sends one datagram; a failure is returned as the errno, for the log.
     @discardableResult
     func send(_ state: String) -> Int32? {
-        guard let path else { return nil }
-        return DatagramSocket.send(Array(state.utf8), to: path)?.rawValue
+        guard let target else { return nil }
+        do throws(Errno) {
+            try UnixSocket.sendDatagram(Array(state.utf8), to: target.path, abstract: target.abstract)
+            return nil
+        } catch {
+            return error.rawValue
+        }
     }
 }

@@ -43,6 +43,21 @@ package enum UnixSocket {
         }
     }
 
+    /// Sends `bytes` as one datagram to the socket at `path` (an abstract name when
+    /// `abstract`), from a socket made for it: how a daemon tells its service manager its
+    /// state (systemd's notify protocol). Never raises SIGPIPE.
+    ///
+    /// The corresponding C functions are `socket` (`SOCK_DGRAM`) and `sendto`.
+    package static func sendDatagram(_ bytes: [UInt8], to path: String, abstract: Bool) throws(Errno) {
+        let endpoint = FileDescriptor(rawValue: try valueOrErrno {
+            socket(AF_UNIX, CInt(SOCK_DGRAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0)
+        }.get())
+        defer { try? endpoint.close() }
+        try withAddress(path, abstract: abstract) { address, length in
+            nothingOrErrno { sendto(endpoint.rawValue, bytes, bytes.count, CInt(MSG_NOSIGNAL), address, length) }
+        }.get()
+    }
+
     /// Binds `socket` to `path` (an abstract name when `abstract`).
     ///
     /// The corresponding C function is `bind`.
