@@ -11,19 +11,16 @@ import Synchronization
 /// descriptor of their own: `wait` passes the earliest deadline to `epoll_pwait2`, which
 /// takes a nanosecond timeout, so nothing is re-armed per timer.
 ///
-/// `preparedSleep` and the event buffer are the loop's thread's alone (`prepareToSleep`,
+/// The sleep choice and the event buffer are the loop's thread's alone (`prepareToSleep`,
 /// `wait`, `close`); what other threads reach (`register`, `wakeUp`) is the kernel's, the
 /// futex word's and the `registered` atomic.
 package final class EpollPoller: Poller {
     private let epoll: FileDescriptor
-    private let wakeEvent: FileDescriptor
-    /// What an unwatched sleep waits on.
-    private let wakeWord = WakeWord()
+    private let wakeEvent: WakeEvent
+    /// Which sleep the next wait takes, and the futex an unwatched one waits on.
+    private let sleeps = SleepChoice()
     /// How many descriptors are in the epoll set (besides the eventfd).
     private let registered = Atomic<Int>(0)
-    /// The sleep `prepareToSleep()` chose for the next `wait`. `@exclusivity(unchecked)`:
-    /// the loop's thread alone touches it, and no access spans another.
-    @exclusivity(unchecked) private var preparedSleep: PollerSleep?
     private let capacity = 64
     private let buffer: UnsafeMutablePointer<epoll_event>
 
@@ -34,9 +31,7 @@ package final class EpollPoller: Poller {
     package init() throws(Errno) {
         epoll = FileDescriptor(rawValue: try valueOrErrno { epoll_create1(CInt(EPOLL_CLOEXEC)) }.get())
         do {
-            wakeEvent = FileDescriptor(rawValue: try valueOrErrno {
-                eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK))
-            }.get())
+            wakeEvent = try WakeEvent()
         } catch {
             try? epoll.close()
             throw error
@@ -48,9 +43,9 @@ package final class EpollPoller: Poller {
             var event = epoll_event()
             event.events = EPOLLIN.rawValue | EPOLLET.rawValue
             event.data.u64 = Self.wakeToken
-            try nothingOrErrno { epoll_ctl(epoll.rawValue, EPOLL_CTL_ADD, wakeEvent.rawValue, &event) }.get()
+            try nothingOrErrno { epoll_ctl(epoll.rawValue, EPOLL_CTL_ADD, wakeEvent.descriptor.rawValue, &event) }.get()
         } catch {
-            try? wakeEvent.close()
+            wakeEvent.close()
             try? epoll.close()
             buffer.deallocate()
             throw error
@@ -99,10 +94,7 @@ package final class EpollPoller: Poller {
     /// from another thread meanwhile is parked (no events), so a futex sleep misses nothing;
     /// the change that arms it comes through the loop's inbox, which wakes the futex.
     package func prepareToSleep() -> PollerSleep {
-        let sleep: PollerSleep = registered.load(ordering: .relaxed) > 0 ? .watching : .unwatched
-        if sleep == .unwatched { wakeWord.reset() }
-        preparedSleep = sleep
-        return sleep
+        sleeps.prepare(watching: registered.load(ordering: .relaxed) > 0)
     }
 
     /// Set once `epoll_pwait2` is found missing (a kernel before 5.11, valgrind, some
@@ -112,13 +104,8 @@ package final class EpollPoller: Poller {
     /// Waits for readiness. The corresponding C function is `epoll_pwait2` (or `epoll_wait`),
     /// or the futex's wait while no descriptor is registered.
     package func wait(timeout: Duration?, _ body: (PollEvent) -> Void) throws(Errno) -> Bool {
-        let sleep = preparedSleep ?? (registered.load(ordering: .relaxed) > 0 ? .watching : .unwatched)
-        preparedSleep = nil
-        if sleep == .unwatched {
-            // A poll with no descriptor armed could only report the wake-up eventfd, whose
-            // edge carries nothing the loop's own flags do not: no system call at all.
-            if let timeout, timeout <= .zero { return false }
-            wakeWord.sleep(timeout: timeout)
+        if sleeps.take(orElse: registered.load(ordering: .relaxed) > 0 ? .watching : .unwatched) == .unwatched {
+            sleeps.sleep(timeout: timeout)
             return false
         }
         let count = try waitForEvents(timeout)
@@ -170,25 +157,15 @@ package final class EpollPoller: Poller {
     /// a write to the eventfd.
     package func wakeUp(_ sleep: PollerSleep) {
         if sleep == .unwatched {
-            wakeWord.wake()
+            sleeps.wake()
             return
         }
-        var one: UInt64 = 1
-        let written = withUnsafeBytes(of: &one) { (bytes) -> Result<Int, Errno> in
-            Result { () throws(Errno) -> Int in try wakeEvent.write(bytes) }
-        }
-        if case .failure(.wouldBlock) = written {
-            // The counter, never read, is saturated (after 2^64 - 2 wakes): reset it and
-            // write again, so that this wake still makes an edge.
-            var value: UInt64 = 0
-            _ = withUnsafeMutableBytes(of: &value) { try? wakeEvent.read(into: $0) }
-            _ = withUnsafeBytes(of: &one) { try? wakeEvent.write($0) }
-        }
+        wakeEvent.signal()
     }
 
     /// Closes the epoll instance and the eventfd.
     package func close() {
-        try? wakeEvent.close()
+        wakeEvent.close()
         try? epoll.close()
         buffer.deallocate()
     }

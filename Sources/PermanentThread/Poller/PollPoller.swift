@@ -19,16 +19,13 @@ package final class PollPoller: Poller {
     }
 
     private let watches = Locked<[CInt: Watch]>([:])
-    private let wakeEvent: FileDescriptor
-    /// What an unwatched sleep waits on.
-    private let wakeWord = WakeWord()
-    /// The sleep `prepareToSleep()` chose for the next `wait`. `@exclusivity(unchecked)`:
-    /// the loop's thread alone touches it, and no access spans another.
-    @exclusivity(unchecked) private var preparedSleep: PollerSleep?
+    private let wakeEvent: WakeEvent
+    /// Which sleep the next wait takes, and the futex an unwatched one waits on.
+    private let sleeps = SleepChoice()
 
     /// Makes the wake-up eventfd.
     package init() throws(Errno) {
-        wakeEvent = FileDescriptor(rawValue: try valueOrErrno { eventfd(0, CInt(EFD_CLOEXEC) | CInt(EFD_NONBLOCK)) }.get())
+        wakeEvent = try WakeEvent()
     }
 
     /// Starts watching a descriptor. Refused as epoll refuses it: `EBADF` for a descriptor
@@ -62,24 +59,18 @@ package final class PollPoller: Poller {
 
     /// The futex while no descriptor is registered, else `poll`.
     package func prepareToSleep() -> PollerSleep {
-        let sleep: PollerSleep = watches.withLock { $0.isEmpty } ? .unwatched : .watching
-        if sleep == .unwatched { wakeWord.reset() }
-        preparedSleep = sleep
-        return sleep
+        sleeps.prepare(watching: !watches.withLock { $0.isEmpty })
     }
 
     /// Waits for readiness. The corresponding C function is `ppoll`, over the armed
     /// descriptors and the wake-up eventfd (`ppoll` for a nanosecond timeout).
     package func wait(timeout: Duration?, _ body: (PollEvent) -> Void) throws(Errno) -> Bool {
-        let sleep = preparedSleep ?? .watching
-        preparedSleep = nil
-        if sleep == .unwatched {
-            if let timeout, timeout <= .zero { return false }
-            wakeWord.sleep(timeout: timeout)
+        if sleeps.take(orElse: .watching) == .unwatched {
+            sleeps.sleep(timeout: timeout)
             return false
         }
         let armed = watches.withLock { watches in watches.filter { !$0.value.interest.isEmpty } }
-        var set = [pollfd(fd: wakeEvent.rawValue, events: Int16(POLLIN), revents: 0)]
+        var set = [pollfd(fd: wakeEvent.descriptor.rawValue, events: Int16(POLLIN), revents: 0)]
         var tokens: [UInt64] = [0]
         for (descriptor, watch) in armed {
             set.append(pollfd(fd: descriptor, events: Self.pollMask(watch.interest), revents: 0))
@@ -96,8 +87,7 @@ package final class PollPoller: Poller {
         guard count > 0 else { return false }
         var woken = false
         if set[0].revents & Int16(POLLIN) != 0 {
-            var value: UInt64 = 0
-            _ = withUnsafeMutableBytes(of: &value) { try? wakeEvent.read(into: $0) }
+            wakeEvent.drain()
             woken = true
         }
         for index in set.indices.dropFirst() where set[index].revents != 0 {
@@ -111,16 +101,15 @@ package final class PollPoller: Poller {
     /// a write to the eventfd.
     package func wakeUp(_ sleep: PollerSleep) {
         if sleep == .unwatched {
-            wakeWord.wake()
+            sleeps.wake()
             return
         }
-        var one: UInt64 = 1
-        _ = withUnsafeBytes(of: &one) { try? wakeEvent.write($0) }
+        wakeEvent.signal()
     }
 
     /// Closes the eventfd.
     package func close() {
-        try? wakeEvent.close()
+        wakeEvent.close()
     }
 
     /// `POLLRDHUP` (a peer's shutdown of its writing half), which Glibc's module leaves out.

@@ -1,8 +1,8 @@
 import CPortKitSystem
 
-/// The word `EpollPoller` sleeps on while it watches no descriptor: a futex, which a waker
-/// flips and wakes in one system call, cheaper than the epoll set's eventfd (measured by
-/// `execute.roundtrip` and `loop.wake`).
+/// The word a Linux poller sleeps on while it watches no descriptor (`SleepChoice`): a
+/// futex, which a waker flips and wakes in one system call, cheaper than the epoll set's
+/// eventfd (measured by `execute.roundtrip` and `loop.wake`).
 ///
 /// The protocol, kept by the poller's sleep handshake (see `Poller`): the loop's thread
 /// `reset()`s the word before it says it sleeps, then `sleep(timeout:)`s; the one waker
