@@ -23,7 +23,7 @@ extension ThreadLoop {
         if let raw = pthread_getspecific(loopKey) {
             return Unmanaged<ThreadLoop>.fromOpaque(raw).takeUnretainedValue()
         }
-        let loop = isMainThread ? mainLoop : try ThreadLoop(name: currentThreadName())
+        let loop = ThreadIdentity.isMainThread ? mainLoop : try ThreadLoop(name: ThreadIdentity.name)
         // The loop sleeps exactly until its next timer (tolerance is its own business), so
         // the kernel's default 50 µs of slack on the sleep is taken away.
         _ = portkit_set_timer_slack(1)
@@ -54,14 +54,6 @@ extension ThreadLoop {
 
     /// The `identity` of the calling thread's loop, `nil` when it has none. Never makes a loop.
     package static var currentIdentity: UnsafeMutableRawPointer? { pthread_getspecific(loopKey) }
-
-    private static var isMainThread: Bool { ThreadIdentity.isMainThread }
-
-    private static func currentThreadName() -> String {
-        var buffer = [CChar](repeating: 0, count: 32)
-        portkit_get_thread_name(&buffer, buffer.count)
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 
     /// Called by the thread-exit destructor: cancel everything and close descriptors.
     fileprivate func threadDidEnd() {

@@ -21,11 +21,11 @@ package enum ProcessImage {
     /// own path), keeping the process's id, environment, signal mask and the descriptors
     /// not marked close-on-exec. Returns only when that fails, with why.
     ///
-    /// The corresponding C function is `execv`.
+    /// The corresponding C function is `execve`, with this process's environment.
     package static func replace(with executable: String, arguments: [String]) -> Errno {
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        execv(executable, argv)
-        return Errno(rawValue: errno)
+        withSpawnArguments(executable, arguments, SpawnedChild.currentEnvironment) { argv, envp in
+            execve(executable, argv, envp)
+            return Errno(rawValue: errno)
+        }
     }
 }

@@ -11,9 +11,7 @@ package enum SignalDescriptor {
     ///
     /// The corresponding C functions are `pthread_sigmask` and `signalfd`.
     package static func take(_ signals: [CInt]) throws(Errno) -> FileDescriptor {
-        var set = sigset_t()
-        sigemptyset(&set)
-        for signal in signals { sigaddset(&set, signal) }
+        var set = SignalMask.set(of: signals)
         pthread_sigmask(SIG_BLOCK, &set, nil)
         return FileDescriptor(rawValue: try valueOrErrno { signalfd(-1, &set, CInt(SFD_CLOEXEC | SFD_NONBLOCK)) }.get())
     }
@@ -39,9 +37,15 @@ package enum SignalMask {
     ///
     /// The corresponding C function is `pthread_sigmask` with `SIG_UNBLOCK`.
     package static func unblock(_ signals: [CInt]) {
+        var set = set(of: signals)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
+    /// The signal set of `signals`.
+    static func set(of signals: [CInt]) -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         for signal in signals { sigaddset(&set, signal) }
-        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        return set
     }
 }

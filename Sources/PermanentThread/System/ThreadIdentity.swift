@@ -13,6 +13,14 @@ package enum ThreadIdentity {
     /// process's id).
     package static var isMainThread: Bool { getpid() == portkit_gettid() }
 
+    /// The calling thread's name (as `ps -L` shows it). The corresponding C function is
+    /// `pthread_getname_np`.
+    package static var name: String {
+        var buffer = [CChar](repeating: 0, count: 32)
+        portkit_get_thread_name(&buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Names the calling thread (as `ps -L` and debuggers show it; the kernel keeps 15
     /// bytes). The corresponding C function is `pthread_setname_np`.
     package static func setName(_ name: String) {
