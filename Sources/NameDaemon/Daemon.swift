@@ -16,14 +16,9 @@ package enum Daemon {
     /// The program that runs the daemon in cluster mode, beside `portnamed`.
     package static let clusterProgram = "portnamed-cluster"
 
-    /// Whether `arguments` ask for cluster mode (a valid command line with `--etcd`).
-    package static func asksForCluster(_ arguments: [String]) -> Bool {
-        (try? DaemonOptions.parse(arguments))?.etcd != nil
-    }
-
     /// Becomes `portnamed-cluster` (beside this program) with the same arguments; exits
     /// with status 1 when it cannot.
-    package static func becomeClusterDaemon(_ arguments: [String]) -> Never {
+    private static func becomeClusterDaemon(_ arguments: [String]) -> Never {
         guard let program = ProcessImage.sibling(clusterProgram) else {
             DaemonLog(level: .warning).failure("cluster mode: cannot find where portnamed is installed")
             exit(1)
@@ -35,7 +30,8 @@ package enum Daemon {
 
     /// Runs the daemon with `arguments` (without the program's name) until a signal stops
     /// it. `startCluster` starts cluster mode for options with `--etcd` (exiting with its
-    /// own status when it cannot); `nil` for a daemon without the cluster layer.
+    /// own status when it cannot); `nil` for a daemon without the cluster layer, which
+    /// options with `--etcd` make become `portnamed-cluster` (`clusterProgram`).
     package static func run(
         _ arguments: [String], startCluster: ((DaemonOptions, DaemonLog) -> any DaemonCluster)?
     ) -> Never {
@@ -55,6 +51,9 @@ package enum Daemon {
             print("portnamed \(NamedPortServerModule.version)")
             exit(0)
         }
+        // Cluster mode without the cluster layer: become the program that has it, before
+        // anything is started here.
+        if options.etcd != nil, startCluster == nil { becomeClusterDaemon(arguments) }
 
         let log = DaemonLog(level: options.logLevel)
         let notifier = ServiceNotifier()
@@ -69,11 +68,7 @@ package enum Daemon {
             exit(1)
         }
 
-        var cluster: (any DaemonCluster)?
-        if options.etcd != nil {
-            guard let startCluster else { becomeClusterDaemon(arguments) }
-            cluster = startCluster(options, log)
-        }
+        let cluster = options.etcd == nil ? nil : startCluster?(options, log)
 
         let server: NameServer
         do {

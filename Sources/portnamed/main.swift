@@ -3,6 +3,4 @@
 // cluster layer and OpenSSL: a daemon without a cluster never loads them.
 import NameDaemon
 
-let arguments = Array(CommandLine.arguments.dropFirst())
-if Daemon.asksForCluster(arguments) { Daemon.becomeClusterDaemon(arguments) }
-Daemon.run(arguments, startCluster: nil)
+Daemon.run(Array(CommandLine.arguments.dropFirst()), startCluster: nil)
