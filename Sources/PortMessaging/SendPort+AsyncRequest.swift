@@ -31,42 +31,6 @@ extension SendPort {
         _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout
     ) async throws(PortError) -> Message {
         if Task.isCancelled { throw .cancelled }
-        try checkValid()
-        let start = ContinuousClock.now
-        let sendDeadline = sendTimeout.map { start + $0 }
-        let waiter = AsyncReply()
-        switch route {
-        case .local(let port):
-            let copy = try Self.localCopy(of: message, limit: port.maxMessageBytes)
-            try port.enqueue(.init(message: copy, reply: ReplySlot(waiter: waiter)), deadline: sendDeadline)
-            Self.timeOut(waiter, after: receiveTimeout, from: .now, on: { port.scheduledLoop })
-            return try await waiter.outcome().get()
-        case .connection(let connection):
-            let sequence = connection.beginRequest(waiter: waiter)
-            defer { connection.endRequest(sequence) }
-            let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
-            // The receive timeout counts from when the request is sent.
-            let sent = waited ? ContinuousClock.now : start
-            connection.timeOut(sequence, waiter, after: receiveTimeout, from: sent)
-            return try await waiter.outcome().get()
-        }
+        return try await start(message, waiter: AsyncReply(), sendTimeout: sendTimeout).reply(receiveTimeout: receiveTimeout)
     }
-
-    /// Arms `waiter`'s receive timeout on the loop that `loop` names (starting what reads
-    /// the reply); if that fails, the wait ends at once with the failure.
-    static func timeOut(
-        _ waiter: AsyncReply, after timeout: Duration?, from sent: ContinuousClock.Instant,
-        on loop: () throws(PortError) -> ThreadLoop?
-    ) {
-        do {
-            try waiter.timeOut(at: timeout.map { sent + $0 }, on: try loop())
-        } catch {
-            waiter.finish(.failure(error))
-        }
-    }
-}
-
-extension ReceivePort {
-    /// The loop the port is scheduled on, if it is.
-    var scheduledLoop: ThreadLoop? { state.withLock { $0.schedule?.loop } }
 }

@@ -28,34 +28,16 @@ extension SendPort {
         _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout,
         completion: @escaping @Sendable (Result<Message, PortError>) -> Void
     ) throws(PortError) {
-        try checkValid()
-        let start = ContinuousClock.now
-        let sendDeadline = sendTimeout.map { start + $0 }
-        switch route {
-        case .local(let port):
-            let waiter = AsyncReply(handler: completion)
-            let copy = try Self.localCopy(of: message, limit: port.maxMessageBytes)
-            try port.enqueue(.init(message: copy, reply: ReplySlot(waiter: waiter)), deadline: sendDeadline)
-            Self.timeOut(waiter, after: receiveTimeout, from: .now, on: { port.scheduledLoop })
-        case .connection(let connection):
-            // The request's entry in the connection's table goes once its outcome is in.
-            let sequence = Locked<UInt64>(0)
-            let waiter = AsyncReply { outcome in
-                connection.endRequest(sequence.withLock { $0 })
-                completion(outcome)
-            }
-            let registered = connection.beginRequest(waiter: waiter)
-            sequence.withLock { $0 = registered }
-            let waited: Bool
-            do { waited = try write(message, kind: .request, sequence: registered, on: connection, deadline: sendDeadline) } catch {
-                connection.endRequest(registered)
-                // Unless the connection's close has handed `completion` its failure already.
-                if waiter.abandon() { throw error }
-                return
-            }
-            let sent = waited ? ContinuousClock.now : start
-            connection.timeOut(registered, waiter, after: receiveTimeout, from: sent)
+        let waiter = AsyncReply(handler: completion)
+        let request: SentRequest
+        do { request = try start(message, waiter: waiter, sendTimeout: sendTimeout) } catch {
+            // Unless the connection's close has handed `completion` its failure already.
+            if waiter.abandon() { throw error }
+            return
         }
+        // The request's entry goes with its outcome: a reply or a time-out takes it out of
+        // the connection's table, and a close fails the whole table.
+        request.armTimeout(receiveTimeout)
     }
 }
 

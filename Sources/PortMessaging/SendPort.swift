@@ -128,50 +128,11 @@ public final class SendPort: Sendable {
     public func blockingRequest(
         _ message: Message, sendTimeout: Duration? = SendPort.defaultTimeout, receiveTimeout: Duration? = SendPort.defaultTimeout
     ) throws(PortError) -> Message {
-        try checkValid()
-        switch route {
-        case .local(let port):
-            // The clock is read for the send deadline only if the queue is full.
-            let slot = try Self.enqueueLocalRequest(message, on: port) { sendTimeout.map { ContinuousClock.now + $0 } }
-            return try Self.awaitLocalReply(slot, from: port, timeout: receiveTimeout)
-        case .connection(let connection):
-            // One clock reading for both deadlines, unless sending had to wait.
-            let start = ContinuousClock.now
-            let sendDeadline = sendTimeout.map { start + $0 }
-            // Any number in flight per connection: each reply is matched by its sequence number.
-            let sequence = connection.beginRequest()
-            defer { connection.endRequest(sequence) }
-            let waited = try write(message, kind: .request, sequence: sequence, on: connection, deadline: sendDeadline)
-            // The receive timeout counts from when the request is sent.
-            let sent = waited ? ContinuousClock.now : start
-            return try connection.awaitReply(sequence, sent: sent, timeout: receiveTimeout)
+        let request = try start(message, sendTimeout: sendTimeout)
+        do { return try request.reply(timeout: receiveTimeout) } catch {
+            request.end()
+            throw error
         }
-    }
-
-    /// Queues an in-process request for `port`, waiting for room until the deadline
-    /// `deadline` gives (asked only if the queue is full); the slot its reply comes to.
-    static func enqueueLocalRequest(
-        _ message: Message, on port: ReceivePort, deadline: () -> ContinuousClock.Instant?
-    ) throws(PortError) -> ReplySlot {
-        let slot = ReplySlot()
-        try port.enqueue(.init(message: try localCopy(of: message, limit: port.maxMessageBytes), reply: slot), timeout: deadline)
-        return slot
-    }
-
-    /// Waits for at most `timeout` (`nil`: as long as it takes) for the reply an in-process
-    /// request's `slot` gets from `port`.
-    static func awaitLocalReply(_ slot: ReplySlot, from port: ReceivePort, timeout: Duration?) throws(PortError) -> Message {
-        if let (loop, mode) = port.loopIfCurrent {
-            // The receiver runs on this very thread: run its loop until the reply is in.
-            let deadline = timeout.map { ContinuousClock.now + $0 }
-            while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
-            }
-            guard let result = slot.result else { throw .receiveTimedOut }
-            return try result.get()
-        }
-        guard let result = slot.wait(timeout: timeout) else { throw .receiveTimedOut }
-        return try result.get()
     }
 
     /// Calls `handler` on `loop`'s thread when this port becomes invalid because its receive

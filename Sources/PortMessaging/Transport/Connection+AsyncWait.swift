@@ -13,7 +13,7 @@ extension Connection {
     ///   cannot be watched (out of descriptors).
     func replyLoop() throws(PortError) -> ThreadLoop {
         if let loop = life.withLock({ $0.loop }) { return loop }
-        if let chosen = replies.withLock({ $0.readerLoop }) { return chosen }
+        if let chosen = replies.withLock({ $0.reader.chosenLoop }) { return chosen }
         let shared = try SharedReplyLoop.loop()
         return try readReplies(on: shared)
     }
@@ -62,48 +62,22 @@ extension Connection {
     @discardableResult
     func readReplies(on loop: ThreadLoop) throws(PortError) -> ThreadLoop {
         if let bound = life.withLock({ $0.loop }) { return bound }
-        let (start, reader) = replies.withLock { table -> (Bool, ThreadLoop) in
-            if let chosen = table.readerLoop { return (false, chosen) }
-            table.readerLoop = loop
-            return (startsLoopReader(&table), loop)
-        }
-        if start { try startLoopReader(on: reader) }
+        let (reader, startNow) = replies.withLock { $0.reader.choose(loop) }
+        if startNow { try startLoopReader(on: reader) }
         return reader
     }
 
-    /// Whether the loop reader starts now: not while a blocked requester reads (it hands
-    /// over as it leaves: its reads hand every reply over meanwhile).
-    private func startsLoopReader(_ table: inout RequestTable) -> Bool {
-        guard !table.loopReads else { return false }
-        guard !table.readerActive else {
-            table.wantsLoopReader = true
-            return false
-        }
-        table.readerActive = true
-        table.loopReads = true
-        return true
-    }
-
-    /// Reads the connection on its reply loop from now on: a readable-only source on a
-    /// duplicate of its descriptor (closed with the connection, like a hang-up watcher's).
-    /// On failure, requesters read again themselves.
-    func startSharedReader() throws(PortError) {
-        guard let loop = replies.withLock({ $0.readerLoop }) else { return }
-        try startLoopReader(on: loop)
-    }
-
-    private func startLoopReader(on loop: ThreadLoop) throws(PortError) {
+    /// Reads the connection on `loop` from now on: a readable-only source on a duplicate of
+    /// its descriptor (closed with the connection, like a hang-up watcher's). On failure,
+    /// requesters read again themselves.
+    func startLoopReader(on loop: ThreadLoop) throws(PortError) {
         do throws(PortError) {
             try watchDuplicate(on: loop, events: .readable) { [weak self] source, _ in
                 guard let self else { return source.invalidate() }
                 self.sharedLoopCanRead(source)
             }
         } catch {
-            replies.withLock { table in
-                table.loopReads = false
-                table.readerActive = false
-                table.readerLoop = nil
-            }
+            replies.withLock { $0.reader.loopFailed() }
             replies.broadcast()
             throw error
         }
@@ -122,7 +96,7 @@ extension Connection {
     /// loop reads them to the end, delivering what is left, and closes them there (with
     /// `peerDied`). Any other connection is read here (`takeRepliesLeftBehind`), then closed.
     func peerGoneOnWrite() {
-        if inbound.withLock({ $0.peer != nil }) || replies.withLock({ $0.loopReads }) { return }
+        if inbound.withLock({ $0.peer != nil }) || replies.withLock({ $0.reader.isLoop }) { return }
         takeRepliesLeftBehind()
         close(.peerDied)
     }
@@ -131,15 +105,11 @@ extension Connection {
     /// unless a requester is reading it now: its replies (a refusal written just before
     /// the peer closed, say) reach their requests instead of going with the connection.
     private func takeRepliesLeftBehind() {
-        let mayRead = replies.withLock { table -> Bool in
-            guard !table.readerActive else { return false }
-            table.readerActive = true
-            return true
-        }
-        guard mayRead else { return }
+        guard replies.withLock({ $0.reader.takeForRequester() }) else { return }
         _ = readAvailable(maxChunks: 64, takeUnbound)
-        replies.withLock { $0.readerActive = false }
+        let handOver = replies.withLock { $0.reader.requesterLeaves() }
         replies.broadcast()
+        if let handOver { try? startLoopReader(on: handOver) }
     }
 
     /// Hands what was read on an unbound connection over: replies and refusals to their

@@ -118,9 +118,7 @@ extension Connection {
             // wait to be handed their replies, or the part when the reader leaves).
             let turn = replies.wait(until: deadline) { table -> Turn? in
                 if let outcome = table.outcome(sequence) { return .done(outcome) }
-                if table.readerActive { return nil }
-                table.readerActive = true
-                return .read
+                return table.reader.takeForRequester() ? .read : nil
             }
             switch turn {
             case .none: throw .receiveTimedOut
@@ -144,18 +142,10 @@ extension Connection {
                 }
                 if try pollReadable(timeout: timeout) != 0 { _ = readAvailable(maxChunks: 64, takeUnbound) }
             }
-            // An async request asked for the shared reply loop meanwhile: it reads from now on.
-            let handOver = replies.withLock { table -> Bool in
-                guard table.wantsLoopReader else {
-                    table.readerActive = false
-                    return false
-                }
-                table.wantsLoopReader = false
-                table.loopReads = true
-                return true
-            }
+            // A loop was named to read meanwhile (an async request's): it reads from now on.
+            let handOver = replies.withLock { $0.reader.requesterLeaves() }
             replies.broadcast()
-            if handOver { try? startSharedReader() }  // on failure, requesters read again
+            if let handOver { try? startLoopReader(on: handOver) }  // on failure, requesters read again
             try read.get()
         }
     }

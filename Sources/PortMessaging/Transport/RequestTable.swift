@@ -19,19 +19,8 @@ struct RequestTable {
     private var slots: [Slot] = []
     /// Why the connection failed: what every request without a reply gets.
     var failure: PortError?
-    /// Whether a waiting requester reads the (unbound) connection for all of them now: the
-    /// others wait for it to hand their replies over (only one thread may wait in the read).
-    /// Set for good once the shared reply loop reads the connection.
-    var readerActive = false
-    /// Whether the shared reply loop reads the unbound connection, for good: then no
-    /// requester reads it itself, every one waits to be handed its reply.
-    var loopReads = false
-    /// An async request asked for the shared reply loop while a requester was reading: the
-    /// requester hands the reading over to it as it leaves.
-    var wantsLoopReader = false
-    /// The loop that reads the unbound connection's replies once `loopReads` (the shared
-    /// reply loop, or one chosen with `SendPort.readReplies(on:)`).
-    var readerLoop: ThreadLoop?
+    /// Who reads the connection, when no receive port's loop does (`ReplyReader`).
+    var reader = ReplyReader.nobody
 
     /// The timer on the reply loop that ends async requests at their deadlines, and the
     /// date it fires: one for the connection, at the earliest deadline (see `setDeadline`).
@@ -85,22 +74,22 @@ struct RequestTable {
         return made
     }
 
-    /// The deadline timer `fired` at `now`: the async waiters that are due (their
-    /// deadlines cleared), and the timer to arm for the earliest deadline still ahead, if
+    /// The deadline timer `fired` at `now`: the async waiters that are due (their requests
+    /// forgotten: a reply that comes later is dropped), and the timer to arm for the earliest deadline still ahead, if
     /// the timer that fired was the armed one.
     mutating func takeDue(
         at now: ContinuousClock.Instant, fired: LoopTimer, timer: (ContinuousClock.Instant) -> LoopTimer
     ) -> (due: [AsyncReply], next: LoopTimer?) {
         var due: [AsyncReply] = []
         var earliest: ContinuousClock.Instant?
-        for index in slots.indices {
-            guard let deadline = slots[index].deadline, let waiter = slots[index].waiter else { continue }
+        slots.removeAll { slot in
+            guard let deadline = slot.deadline, let waiter = slot.waiter else { return false }
             if deadline <= now {
-                slots[index].deadline = nil
                 due.append(waiter)
-            } else if earliest.map({ deadline < $0 }) ?? true {
-                earliest = deadline
+                return true
             }
+            if earliest.map({ deadline < $0 }) ?? true { earliest = deadline }
+            return false
         }
         guard deadlineTimer?.timer === fired else { return (due, nil) }
         deadlineTimer = nil
