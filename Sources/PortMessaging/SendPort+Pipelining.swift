@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitSystem
 
 /// A request that was sent and whose reply is collected later, by `reply(timeout:)`: what
 /// lets a client send a second request behind the first without waiting for the first's

@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 @testable import PermanentThread
+import PortKitSystem
 
 /// The poller boundary, held by both Linux backends: what a run loop may count on whichever
 /// it runs on (`PlatformPoller` picks one per process, `PORTKIT_POLLER=poll` the second).

@@ -5,6 +5,7 @@ import PortCluster
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// Ports over TCP secured by the cluster's TLS: messages both ways, the peers named by
 /// their certificates, the refusals of strangers on either side, and the port serving on

@@ -1,6 +1,7 @@
 import COpenSSL
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// What the cluster layer's TLS shares with OpenSSL: its error queue read as text, the
 /// socket BIO method, and a certificate's common name.

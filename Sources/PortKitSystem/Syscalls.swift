@@ -30,11 +30,15 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
     case read
     /// `write` (a pipe, an eventfd, a file).
     case write
-    /// `poll` of one descriptor.
+    /// `poll` of one descriptor, or `ppoll` of a set.
     case poll
     /// `waitpid`.
     case waitpid
-    /// Any other call (`fcntl`, `setsockopt`, `epoll_*`, …): never faulted.
+    /// `epoll_ctl` (adding, changing or removing a descriptor of an epoll set).
+    case epollControl
+    /// `epoll_pwait2` or `epoll_wait`.
+    case epollWait
+    /// Any other call (`fcntl`, `setsockopt`, `epoll_create1`, …): never faulted.
     case other
 
     /// The C function's name.
@@ -53,6 +57,8 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
         case .write: "write"
         case .poll: "poll"
         case .waitpid: "waitpid"
+        case .epollControl: "epoll_ctl"
+        case .epollWait: "epoll_wait"
         case .other: "other"
         }
     }
