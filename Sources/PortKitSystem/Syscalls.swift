@@ -7,11 +7,11 @@ import Synchronization
 
 /// The system calls the System layer wraps, as the fault seam (`FaultSeam`) names them.
 package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
-    /// `send` (a socket write without descriptors).
+    /// `send` (a socket write without descriptors, a TLS stream's write).
     case send
     /// `sendmsg` (a socket write with descriptors, SCM_RIGHTS).
     case sendmsg
-    /// `recv` (a peek at a socket's head).
+    /// `recv` (a peek at a socket's head, a TLS stream's read).
     case recv
     /// `recvmsg` (every socket read of a connection).
     case recvmsg
