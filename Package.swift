@@ -163,8 +163,7 @@ let package = Package(
             name: "PortClusterTests",
             dependencies: [
                 "PortCluster", "PermanentThread", "PortKitSystem", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portnamed-cluster",
-                "portname",
-                "cluster-two-nodes",
+                "portname", "cluster-two-nodes",
             ],
             swiftSettings: strict),
         .testTarget(
