@@ -22,18 +22,27 @@ let package = Package(
         .executable(name: "distributed-actors", targets: ["distributed-actors"]),
     ],
     targets: [
-        // Layers 1–4: System, Poller, run loop, permanent thread.
         // The Linux headers and GNU calls the Glibc module leaves out (epoll, eventfd, gettid).
         .target(name: "CPortKitSystem"),
-        .target(name: "PermanentThread", dependencies: ["CPortKitSystem"], swiftSettings: strict),
+        // Locks and futex words: a pthread mutex, a condition lock, the words threads sleep on.
+        .target(name: "PortKitLocks", dependencies: ["CPortKitSystem"], swiftSettings: strict),
+        // Layer 1, System: every system call of the package, through one EINTR helper and the
+        // fault seam (scripts/check-raw-calls.sh fails on a system call made anywhere else).
+        // Not a product: the modules above use it, their users do not see it.
+        .target(name: "PortKitSystem", dependencies: ["CPortKitSystem", "PortKitLocks"], swiftSettings: strict),
+        // Layers 2–4: Poller, run loop, permanent thread.
+        .target(
+            name: "PermanentThread", dependencies: ["PortKitSystem", "PortKitLocks", "CPortKitSystem"], swiftSettings: strict),
         // Layer 5: messages and ports between threads and processes.
-        .target(name: "PortMessaging", dependencies: ["PermanentThread"], swiftSettings: strict),
+        .target(name: "PortMessaging", dependencies: ["PermanentThread", "PortKitSystem", "PortKitLocks"], swiftSettings: strict),
         // Layer 6: names for ports.
-        .target(name: "NamedPortServer", dependencies: ["PortMessaging", "CPortKitSystem"], swiftSettings: strict),
+        .target(
+            name: "NamedPortServer", dependencies: ["PortMessaging", "PortKitSystem", "PortKitLocks"], swiftSettings: strict),
         // Layer 7 (opt-in): names across hosts, on an etcd directory.
-        .target(name: "PortCluster", dependencies: ["NamedPortServer", "COpenSSL"], swiftSettings: strict),
+        .target(
+            name: "PortCluster", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks", "COpenSSL"], swiftSettings: strict),
         // Layer 8 (opt-in): distributed actors over ports, found by name.
-        .target(name: "PortActors", dependencies: ["NamedPortServer"], swiftSettings: strict),
+        .target(name: "PortActors", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks"], swiftSettings: strict),
         // OpenSSL, for the cluster layer's TLS only (PortMessaging never links it).
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 
@@ -52,7 +61,10 @@ let package = Package(
             path: "Examples/port-child-checkin", swiftSettings: strict),
         .executableTarget(
             name: "portkit-bench",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "CPortKitSystem"],
+            dependencies: [
+                "PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortActors", "PortKitSystem", "PortKitLocks",
+                "CPortKitSystem",
+            ],
             path: "Benchmarks/portkit-bench",
             swiftSettings: strict),
         // The smallest PortKit service: what names.activation starts on demand.
@@ -63,10 +75,13 @@ let package = Package(
         // The name server daemon and its command-line client. The daemon's code is NameDaemon;
         // portnamed-cluster is the daemon with the cluster layer, which portnamed becomes when
         // given cluster options, so a daemon without a cluster never loads it (or OpenSSL).
-        .target(name: "NameDaemon", dependencies: ["NamedPortServer", "CPortKitSystem"], swiftSettings: strict),
+        .target(
+            name: "NameDaemon", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks", "CPortKitSystem"], swiftSettings: strict),
         .executableTarget(name: "portnamed", dependencies: ["NameDaemon"], swiftSettings: strict),
-        .executableTarget(name: "portnamed-cluster", dependencies: ["NameDaemon", "PortCluster"], swiftSettings: strict),
-        .executableTarget(name: "portname", dependencies: ["NamedPortServer", "PortCluster"], swiftSettings: strict),
+        .executableTarget(
+            name: "portnamed-cluster", dependencies: ["NameDaemon", "PortCluster", "PortKitLocks"], swiftSettings: strict),
+        .executableTarget(
+            name: "portname", dependencies: ["NamedPortServer", "PortCluster", "PortKitSystem"], swiftSettings: strict),
         // A named-port server and its client, as two programs.
         .executableTarget(
             name: "named-port-server", dependencies: ["NamedPortServer"],
@@ -84,7 +99,7 @@ let package = Package(
             path: "Examples/DistributedActors", swiftSettings: strict),
         // A CFMessagePort-style local port and a client of it, as two programs.
         .executableTarget(
-            name: "message-port-server", dependencies: ["PortMessaging"],
+            name: "message-port-server", dependencies: ["PortMessaging", "PortKitLocks"],
             path: "Examples/MessagePorts/Server", swiftSettings: strict),
         .executableTarget(
             name: "message-port-client", dependencies: ["PortMessaging"],
@@ -99,7 +114,10 @@ let package = Package(
         // A child-process helper the tests spawn (and kill) for cross-process and leak checks.
         .executableTarget(
             name: "portkit-test-helper",
-            dependencies: ["PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortKitTestSupport"],
+            dependencies: [
+                "PermanentThread", "PortMessaging", "NamedPortServer", "PortCluster", "PortKitSystem", "PortKitLocks",
+                "PortKitTestSupport",
+            ],
             path: "Tests/TestHelper",
             swiftSettings: strict),
 
@@ -115,37 +133,43 @@ let package = Package(
 
         // What the test targets share: loop threads, waiting with deadlines, child processes.
         .target(
-            name: "PortKitTestSupport", dependencies: ["PermanentThread"], path: "Tests/TestSupport",
+            name: "PortKitTestSupport", dependencies: ["PermanentThread", "PortKitSystem", "PortKitLocks"], path: "Tests/TestSupport",
             swiftSettings: strict),
 
         .testTarget(
-            name: "PermanentThreadTests", dependencies: ["PermanentThread", "PortKitTestSupport", "portkit-test-helper"],
+            name: "PermanentThreadTests",
+            dependencies: ["PermanentThread", "PortKitSystem", "PortKitLocks", "CPortKitSystem", "PortKitTestSupport", "portkit-test-helper"],
             swiftSettings: strict),
-        // The System layer's and the Poller's own tests (both layers live in PermanentThread).
-        .testTarget(name: "SystemTests", dependencies: ["PermanentThread", "CPortKitSystem", "PortKitTestSupport"], swiftSettings: strict),
-        .testTarget(name: "PollerTests", dependencies: ["PermanentThread"], swiftSettings: strict),
+        // The System layer's and the locks' own tests, and the Poller's (which lives in PermanentThread).
+        .testTarget(
+            name: "SystemTests", dependencies: ["PortKitSystem", "PortKitLocks", "CPortKitSystem", "PortKitTestSupport"],
+            swiftSettings: strict),
+        .testTarget(name: "PollerTests", dependencies: ["PermanentThread", "PortKitSystem"], swiftSettings: strict),
         .testTarget(
             name: "PortMessagingTests",
-            dependencies: ["PortMessaging", "PortKitTestSupport", "portkit-test-helper", "message-port-server", "message-port-client"],
+            dependencies: [
+                "PortMessaging", "PortKitSystem", "PortKitLocks", "CPortKitSystem", "PortKitTestSupport", "portkit-test-helper",
+                "message-port-server", "message-port-client",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "NamedPortServerTests",
             dependencies: [
-                "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitTestSupport", "portkit-test-helper",
+                "NamedPortServer", "PermanentThread", "PortMessaging", "PortKitSystem", "PortKitLocks", "PortKitTestSupport", "portkit-test-helper",
                 "portnamed", "portname", "named-port-server", "doc-snippets",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "PortClusterTests",
             dependencies: [
-                "PortCluster", "PermanentThread", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portnamed-cluster", "portname",
-                "cluster-two-nodes",
+                "PortCluster", "PermanentThread", "PortKitSystem", "PortKitTestSupport", "portkit-test-helper", "portnamed", "portnamed-cluster",
+                "portname", "cluster-two-nodes",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "PortActorsTests",
             dependencies: [
-                "PortActors", "PortActorsTestActors", "PortCluster", "PortKitTestSupport", "portkit-test-helper",
+                "PortActors", "PortActorsTestActors", "PortCluster", "PortKitSystem", "PortKitLocks", "PortKitTestSupport", "portkit-test-helper",
                 "portactors-test-helper", "portnamed", "portnamed-cluster",
                 "distributed-actors",
             ],

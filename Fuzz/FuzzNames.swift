@@ -1,7 +1,7 @@
 // libFuzzer target for the name protocol: its field decoders, and a real name server's
-// request handling. Built by scripts/fuzz-names.sh, which compiles the PermanentThread,
-// PortMessaging and NamedPortServer sources with swiftc (not SwiftPM: SwiftPM cannot link
-// a -sanitize=fuzzer executable, see docs/WIRE.md).
+// request handling. Built by scripts/fuzz-names.sh, which compiles the PortKitLocks,
+// PortKitSystem, PermanentThread, PortMessaging and NamedPortServer sources with swiftc
+// (not SwiftPM: SwiftPM cannot link a -sanitize=fuzzer executable, see docs/WIRE.md).
 //
 // Each input is sent, with descriptors attached, through a real socket into a name server
 // running in this process, and its fields go through the decoders. A refusal is a correct
@@ -10,6 +10,8 @@
 import Glibc
 @testable import NamedPortServer
 import PermanentThread
+import PortKitLocks
+import PortKitSystem
 import PortMessaging
 
 /// The server every input talks to, and a client that checks it still answers.

@@ -41,12 +41,14 @@ module() { # module NAME SOURCE_DIRECTORY: one sanitized object and its .swiftmo
         -wmo -c $(find "$2" -name '*.swift' | sort) -o "$build/$1.o" \
         -emit-module -emit-module-path "$build/$1.swiftmodule"
 }
+module PortKitLocks Sources/PortKitLocks
+module PortKitSystem Sources/PortKitSystem
 module PermanentThread Sources/PermanentThread
 module PortMessaging Sources/PortMessaging
 module NamedPortServer Sources/NamedPortServer
 "$swiftc" -sanitize=fuzzer,address -parse-as-library -O -swift-version 6 \
     -package-name PortKit -module-name FuzzNames -I "$build" -Xcc -fmodule-map-file="$build/module.modulemap" \
-    Fuzz/FuzzNames.swift "$build"/PermanentThread.o "$build"/PortMessaging.o "$build"/NamedPortServer.o "$build"/shim.o "$build"/process.o \
+    Fuzz/FuzzNames.swift "$build"/PortKitLocks.o "$build"/PortKitSystem.o "$build"/PermanentThread.o "$build"/PortMessaging.o "$build"/NamedPortServer.o "$build"/shim.o "$build"/process.o \
     -o .build/fuzz-names
 
 # Seed corpus: raw frames (mode byte 0) and built requests (mode byte 1: operation, field

@@ -1,11 +1,10 @@
 // The OpenSSL the cluster layer's TLS uses (PortCluster alone links it): the headers, the
-// macros Swift cannot call as functions, and a socket BIO that never raises SIGPIPE.
+// macros Swift cannot call as functions, and the method of a socket BIO (whose reads and
+// writes PortCluster gives, made through the System layer).
 #ifndef PORTKIT_COPENSSL_SHIM_H
 #define PORTKIT_COPENSSL_SHIM_H
 
-#include <errno.h>
 #include <stdint.h>
-#include <sys/socket.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -42,29 +41,24 @@ static inline uint64_t portkit_ssl_options(void) {
     return SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF;
 }
 
-/// A socket BIO's write: send(2) with MSG_NOSIGNAL (a peer gone is EPIPE, never SIGPIPE)
-/// and MSG_DONTWAIT; would-block marks the BIO to retry.
-static inline int portkit_bio_write(BIO *bio, const char *bytes, int length) {
-    BIO_clear_retry_flags(bio);
-    int fd = (int)(intptr_t)BIO_get_data(bio);
-    ssize_t sent = send(fd, bytes, (size_t)length, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_write(bio);
-        return -1;
-    }
-    return (int)sent;
+/// The socket a PortKit BIO reads and writes (its data).
+static inline int portkit_bio_fd(BIO *bio) {
+    return (int)(intptr_t)BIO_get_data(bio);
 }
 
-/// A socket BIO's read: recv(2) with MSG_DONTWAIT; 0 at the peer's end of the stream.
-static inline int portkit_bio_read(BIO *bio, char *bytes, int length) {
+/// BIO_clear_retry_flags (a macro).
+static inline void portkit_bio_clear_retry(BIO *bio) {
     BIO_clear_retry_flags(bio);
-    int fd = (int)(intptr_t)BIO_get_data(bio);
-    ssize_t got = recv(fd, bytes, (size_t)length, MSG_DONTWAIT);
-    if (got < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) BIO_set_retry_read(bio);
-        return -1;
-    }
-    return (int)got;
+}
+
+/// BIO_set_retry_read (a macro): the read would block, try it again later.
+static inline void portkit_bio_set_retry_read(BIO *bio) {
+    BIO_set_retry_read(bio);
+}
+
+/// BIO_set_retry_write (a macro): the write would block, try it again later.
+static inline void portkit_bio_set_retry_write(BIO *bio) {
+    BIO_set_retry_write(bio);
 }
 
 /// A socket BIO's controls: flushing succeeds (nothing is buffered), the rest is unsupported.
@@ -80,12 +74,13 @@ static inline int portkit_bio_create(BIO *bio) {
     return 1;
 }
 
-/// The method of the socket BIO above; made once by its caller, never freed.
-static inline BIO_METHOD *portkit_bio_method_make(void) {
+/// The method of a socket BIO whose writes and reads are `write` and `read` (the caller's:
+/// PortCluster makes them through the System layer); made once by its caller, never freed.
+static inline BIO_METHOD *portkit_bio_method_make(int (*write)(BIO *, const char *, int), int (*read)(BIO *, char *, int)) {
     BIO_METHOD *method = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "portkit socket");
     if (method == NULL) return NULL;
-    BIO_meth_set_write(method, portkit_bio_write);
-    BIO_meth_set_read(method, portkit_bio_read);
+    BIO_meth_set_write(method, write);
+    BIO_meth_set_read(method, read);
     BIO_meth_set_ctrl(method, portkit_bio_ctrl);
     BIO_meth_set_create(method, portkit_bio_create);
     return method;

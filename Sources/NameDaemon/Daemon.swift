@@ -1,6 +1,7 @@
 import Glibc
 import NamedPortServer
 import PermanentThread
+import PortKitSystem
 
 /// The name server daemon: `portnamed`, and `portnamed-cluster`, which is the same daemon
 /// with the cluster layer (and OpenSSL) linked in. `portnamed` given cluster options

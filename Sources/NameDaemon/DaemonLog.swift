@@ -1,6 +1,7 @@
 import Glibc
 import NamedPortServer
 import PermanentThread
+import PortKitLocks
 
 /// `portnamed`'s log: one line per event on the standard error, written whole and never
 /// waited for (`LogOutput`), so that neither a stalled log reader nor a client that is

@@ -1,5 +1,7 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
+import PortKitLocks
 
 /// Where `portnamed`'s log lines go: its standard error, written without ever waiting.
 ///

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// The service manager's notify protocol (`Type=notify` in a systemd unit), spoken by
 /// hand: each state is one datagram of `KEY=VALUE` lines sent to the Unix socket named by

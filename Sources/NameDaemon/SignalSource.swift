@@ -1,6 +1,7 @@
 import Glibc
 import NamedPortServer
 import PermanentThread
+import PortKitSystem
 
 /// The daemon's signals as a descriptor source on a run loop: the signals are blocked in
 /// every thread and read from a `signalfd`, so they arrive as ordinary loop callbacks on

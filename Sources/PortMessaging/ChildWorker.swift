@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// A child process started with a channel to the boss's receive port, ready for the
 /// check-in protocol: the parent spawns, the child calls `ChildWorker.bossPort()`.

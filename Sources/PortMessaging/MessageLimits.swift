@@ -1,4 +1,5 @@
 import Glibc
+import PortKitSystem
 
 extension Message {
     /// The most components a message may carry, on every transport (in-process, sockets,

@@ -1,4 +1,6 @@
 import PermanentThread
+import PortKitSystem
+import PortKitLocks
 
 /// One iteration of a port's `messages`: the messages the port's loop has handed over and
 /// the consumer has not taken yet (at most `limit`, then the port stops reading), and the

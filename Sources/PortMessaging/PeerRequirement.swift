@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Who may connect: a rule a peer's credentials must meet, declared by the side that is
 /// reached (a listening port, `ReceivePort.requirePeers(_:)`; a registered name, at the

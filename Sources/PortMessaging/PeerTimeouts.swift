@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitLocks
 
 /// The time-outs a server keeps on the peers of its listening port, so that a connection
 /// that costs without asking anything does not stay for ever: one that has not made its

@@ -1,5 +1,6 @@
 import Glibc
 @_exported import PermanentThread
+import PortKitSystem
 
 /// What can go wrong sending or receiving on a port. Nothing is lost without one of these.
 public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 extension PortListener {
     /// The most handshakes a secured listener runs at once: 256, or an eighth of the

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 extension PortListener {
     /// Binds a listening TCP socket to `host`:`port` (port 0: the kernel's choice), the

@@ -1,5 +1,7 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
+import PortKitLocks
 
 /// The listening socket of a `ReceivePort` bound to an address (a Unix socket's, or a TCP
 /// one's: `PortListener+TCP`): each peer that connects becomes one more connection into

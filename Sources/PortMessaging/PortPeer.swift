@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
 
 /// One connection into a `ReceivePort` from another process, as the port's handler sees
 /// it: who is at the other end, whether it is still there, and a way to end it.

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Connections from other processes: adopting them, and what arrives on them.
 extension ReceivePort {

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// A message as an iteration of `ReceivePort.messages(on:inModes:)` hands it over.
 public struct ReceivedMessage: Sendable {

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// A listening port's peer requirement: whom it admits among the processes that connect
 /// to its address.

@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// A port messages arrive at: the receiving half of the seeds' NSMachPort pair.
 ///

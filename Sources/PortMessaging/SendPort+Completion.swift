@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitLocks
 
 extension SendPort {
     /// Sends a request and returns at once; `completion` is called with its reply, or with

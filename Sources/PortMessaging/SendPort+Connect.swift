@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 extension SendPort {
     /// A send port connected to the port listening at `address`, in this process or any

@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitSystem
 
 /// A request that was sent: the one core every request form shares. `SendPort.start`
 /// begins it (a sequence number in its connection's request table, or a reply slot

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
 
 /// A handle to send messages to a `ReceivePort`: in this process, or in another one over a
 /// Unix socket or a pipe — the same calls for all.

@@ -1,6 +1,7 @@
 import Glibc
 import NamedPortServer
 import PermanentThread
+import PortKitSystem
 
 /// `call` (and `send`, its text-only form): a message to a named port, with bytes from an
 /// argument, a file or the standard input, descriptors, as a request or one-way.

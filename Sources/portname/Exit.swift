@@ -1,5 +1,6 @@
 import Glibc
 import NamedPortServer
+import PortKitSystem
 
 /// What ends the command: an exit status and a line for the standard error.
 ///

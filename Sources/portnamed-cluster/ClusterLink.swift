@@ -4,6 +4,7 @@ import NamedPortServer
 import PermanentThread
 import PortCluster
 import PortMessaging
+import PortKitLocks
 
 /// `portnamed --etcd URL --node NAME`: the node's link to the cluster. Every name
 /// registered at this server with `.cluster` scope is published in the directory (on the

@@ -4,6 +4,7 @@ import NamedPortServer
 import PermanentThread
 import PortKitTestSupport
 import Testing
+import PortKitSystem
 
 /// What `portname` and `portnamed` refuse before doing anything, and the answers they
 /// give when something is wrong: times too large to mean anything, names that are not

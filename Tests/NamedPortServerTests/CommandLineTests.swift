@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// `portnamed` and `portname` as scripts see them: output shapes, exit statuses, the
 /// address rules, a second server, a stale socket, systemd socket activation.

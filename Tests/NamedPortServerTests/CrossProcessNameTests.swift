@@ -5,6 +5,8 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
+import PortKitLocks
 
 /// Real processes: owners that are SIGKILLed, watchers, 200 clients at once, another
 /// user, a second server. The server runs in a child too (the `names-server` scenario),

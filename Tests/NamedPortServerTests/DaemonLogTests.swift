@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// `portnamed`'s log never stops its server: a log reader that stalls (here, the test,
 /// which does not read the daemon's standard error) costs lines, counted and said, never

@@ -4,6 +4,7 @@ import NamedPortServer
 import PermanentThread
 import PortKitTestSupport
 import Testing
+import PortKitSystem
 
 /// `portnamed` gives back the memory of clients that have left: a crowd of clients that
 /// comes and goes leaves it near the size it had before, not at its peak.

@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitLocks
 
 /// `list` and a watch's snapshot carry any number of names in one reply (owners are packed
 /// into one field), and the events after a snapshot come complete and in order.

@@ -5,6 +5,8 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
+import PortKitLocks
 
 /// The server and its clients in this process: the protocol's answers, ownership,
 /// waiting, watching, limits and the policy. (Real processes: CrossProcessNameTests.)

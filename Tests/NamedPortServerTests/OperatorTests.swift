@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// `portnamed` as an operator runs it (socket activation, readiness, signals, policy and
 /// logging flags) and `portname` as a script reads it (`status`, `--json`, `--help`).

@@ -4,6 +4,7 @@ import Glibc
 import PermanentThread
 import PortMessaging
 import Testing
+import PortKitLocks
 
 @Suite("PortRegistry: names for ports between threads")
 struct PortRegistryTests {

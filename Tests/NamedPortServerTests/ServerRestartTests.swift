@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitLocks
 
 /// Names survive a restart of `portnamed`: the daemon is killed for real (SIGKILL) and
 /// started again at the same address, and the clients carry on without restarting.

@@ -4,6 +4,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitLocks
 
 /// A port registered under several names through one client is one connection at the
 /// server (the names after the first name the first: `registerSame`), which the server

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitLocks
 
 /// `sync` through a reusable per-caller slot: the same semantics as a call object per call.
 @Suite("PermanentThread: sync")

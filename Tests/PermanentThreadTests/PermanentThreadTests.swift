@@ -4,6 +4,7 @@ import Synchronization
 import CPortKitSystem
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitLocks
 
 // MARK: Helpers shared by the PermanentThread and StallMonitor tests
 

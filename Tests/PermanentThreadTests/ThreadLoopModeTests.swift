@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitSystem
 
 @Suite("ThreadLoop: modes, timers, observers")
 struct ThreadLoopModeTests {

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitLocks
 
 @Suite("ThreadLoop: running, results, stop, nesting")
 struct ThreadLoopRunTests {

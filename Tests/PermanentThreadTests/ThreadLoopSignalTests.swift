@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitLocks
 
 /// CoreFoundation's semantics of signalled custom sources, kept while a pass visits only the
 /// sources that were signalled. Each test runs one-pass runs (a deadline in the past) on the

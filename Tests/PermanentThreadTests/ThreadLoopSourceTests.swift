@@ -4,6 +4,8 @@ import Synchronization
 import Testing
 import PortKitTestSupport
 @testable import PermanentThread
+import PortKitSystem
+import PortKitLocks
 
 @Suite("ThreadLoop: blocks, descriptors, resources")
 struct ThreadLoopSourceTests {

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 @testable import PermanentThread
+import PortKitLocks
 
 /// One item of a test: which producer pushed it, and its rank among that producer's pushes.
 private struct Item: Sendable, Equatable {

@@ -1,6 +1,7 @@
 import Glibc
 import Testing
 @testable import PermanentThread
+import PortKitSystem
 
 /// The poller boundary, held by both Linux backends: what a run loop may count on whichever
 /// it runs on (`PlatformPoller` picks one per process, `PORTKIT_POLLER=poll` the second).
@@ -89,6 +90,48 @@ struct PollerTests {
         defer { try? pipe.read.close(); try? pipe.write.close() }
         try poller.register(pipe.read, interest: [.readable], token: 3)
         #expect(throws: Errno.alreadyExists) { try poller.register(pipe.read, interest: [.readable], token: 4) }
+    }
+
+    /// The system call each backend waits in, as the fault seam names it.
+    private func waitCall(_ backend: Backend) -> SystemCall { backend == .epoll ? .epollWait : .poll }
+
+    @Test(arguments: Backend.allCases)
+    func aFailedWaitIsATypedErrorAndAnInterruptedOneIsMadeAgain(backend: Backend) throws {
+        let poller = try backend.make()
+        defer { poller.close() }
+        let pipe = try FileDescriptor.pipe()
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        try poller.register(pipe.read, interest: [.readable], token: 1)
+        let (_, failed) = FaultSeam.injecting(.failure(Errno(rawValue: ENOMEM)), on: waitCall(backend)) {
+            #expect(throws: Errno(rawValue: ENOMEM)) { try poller.wait(timeout: .zero) { _ in } }
+        }
+        #expect(failed == 1)
+        _ = try [UInt8]([1]).withUnsafeBytes { bytes throws(Errno) in try pipe.write.write(bytes) }
+        let (events, interrupted) = try FaultSeam.injecting(.failure(.interrupted), on: waitCall(backend), times: 2) {
+            try pollNow(poller)
+        }
+        #expect(interrupted == 2)
+        #expect(events[1]?.contains(.readable) == true)
+    }
+
+    @Test
+    func aFailedEpollControlIsATypedErrorAndLeavesTheSetAsItWas() throws {
+        let poller = try EpollPoller()
+        defer { poller.close() }
+        let pipe = try FileDescriptor.pipe()
+        defer { try? pipe.read.close(); try? pipe.write.close() }
+        let (_, refused) = FaultSeam.injecting(.failure(Errno(rawValue: ENOSPC)), on: .epollControl) {
+            #expect(throws: Errno(rawValue: ENOSPC)) { try poller.register(pipe.read, interest: [.readable], token: 5) }
+        }
+        #expect(refused == 1)
+        // Not in the set: it can be added now (a second add would be refused, EEXIST).
+        try poller.register(pipe.read, interest: [.readable], token: 5)
+        let (_, unchanged) = FaultSeam.injecting(.failure(Errno(rawValue: ENOMEM)), on: .epollControl) {
+            #expect(throws: Errno(rawValue: ENOMEM)) { try poller.modify(pipe.read, interest: [], token: 6) }
+        }
+        #expect(unchanged == 1)
+        _ = try [UInt8]([1]).withUnsafeBytes { bytes throws(Errno) in try pipe.write.write(bytes) }
+        #expect(try pollNow(poller)[5]?.contains(.readable) == true)
     }
 }
 

@@ -3,6 +3,7 @@ import PortActors
 import PortActorsTestActors
 import PortKitTestSupport
 import Testing
+import PortKitLocks
 
 /// Calls between real processes: an actor system in a child (`portactors-test-helper`)
 /// serving a `Worker` on a permanent thread and a `Recorder` on the default executor,

@@ -3,6 +3,7 @@ import PortActors
 import PortActorsTestActors
 import PortKitTestSupport
 import Testing
+import PortKitLocks
 
 /// What happens around calls between real processes: a process killed mid-call, a
 /// cancelled call, the order of many calls, the end of an actor watched, a restarted name

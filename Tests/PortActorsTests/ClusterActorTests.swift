@@ -5,6 +5,7 @@ import PortActorsTestActors
 import PortCluster
 import PortKitTestSupport
 import Testing
+import PortKitSystem
 
 /// Two `portnamed --etcd` nodes on a real etcd: an actor registered with cluster scope on
 /// node A is resolved and called from node B through A's gateway.

@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// A secured listener and a node's gateway under attack from a real process on loopback:
 /// silent connections that hold handshakes and are opened again as soon as they close,

@@ -5,6 +5,7 @@ import PermanentThread
 @testable import PortCluster
 import PortKitTestSupport
 import Testing
+import PortKitSystem
 
 /// The HTTP/1.1 client against a scripted server: answers cut at awkward places.
 @Suite("Cluster: HTTP/1.1 answers read in pieces")

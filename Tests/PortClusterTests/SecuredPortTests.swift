@@ -5,6 +5,7 @@ import PortCluster
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// Ports over TCP secured by the cluster's TLS: messages both ways, the peers named by
 /// their certificates, the refusals of strangers on either side, and the port serving on
@@ -282,6 +283,25 @@ struct SecuredPortTests {
         #expect(throws: PortError.peerDied) { try port.send(Message(id: 3, text: "after"), timeout: .seconds(10)) }
         #expect(!port.isValid || port.remoteAddress == nil)
         #expect(server.received.all.map(\.text) == ["ping"])
+    }
+
+    /// The TLS stream writes through the System layer: an interrupted write is made again,
+    /// and a reset the kernel reports fails the send with `peerDied`.
+    @Test func theTLSStreamsWritesGoThroughTheSystemLayer() throws {
+        let fixture = try Fixture()
+        let server = try SecuredServer(security: .secured(by: try fixture.certificates.tls("a")))
+        defer { server.stop() }
+        let port = try connect(server, as: try fixture.certificates.tls("b"))
+        defer { port.invalidate() }
+        let (_, interrupted) = try FaultSeam.injecting(.failure(.interrupted), on: .send, times: 2) {
+            try port.send(Message(id: 1, text: "interrupted"), timeout: .seconds(30))
+        }
+        #expect(interrupted == 2)
+        #expect(eventually(timeout: .seconds(60)) { server.received.count == 1 })
+        let (_, reset) = FaultSeam.injecting(.failure(.connectionReset), on: .send) {
+            #expect(throws: PortError.peerDied) { try port.send(Message(id: 2, text: "reset"), timeout: .seconds(10)) }
+        }
+        #expect(reset == 1)
     }
 
     /// Secured, a port listens on any address (plain TCP listens on loopback only).

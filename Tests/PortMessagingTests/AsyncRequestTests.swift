@@ -3,6 +3,7 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitLocks
 
 /// How a test's send port reaches its receive port.
 enum AsyncRoute: String, CaseIterable, CustomTestStringConvertible {

@@ -4,6 +4,8 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 @Suite("Ports between processes")
 struct ChildProcessPortTests {

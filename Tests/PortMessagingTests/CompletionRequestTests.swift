@@ -3,6 +3,7 @@ import PermanentThread
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitLocks
 
 /// `request(_:…:completion:)`: the call returns at once and the completion is called
 /// exactly once, with the reply, the receive timeout, or the peer's end; a request that

@@ -5,6 +5,8 @@ import PermanentThread
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// A closed connection ends its socket for the peer at once, wherever the close comes from,
 /// and wakes a thread still waiting on the socket (a close shuts the socket down only when

@@ -4,6 +4,8 @@ import PortKitTestSupport
 import PermanentThread
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 @Suite("Ports between threads of one process")
 struct InProcessPortTests {

@@ -2,6 +2,8 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// One way to reach an echoing receive port: each transport keeps the same limits and
 /// names a refusal with the same error.

@@ -3,6 +3,7 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitLocks
 
 /// A listening port that declares whom it admits: a refused process sees a typed error
 /// and never reaches the handler; an admitted one is served.

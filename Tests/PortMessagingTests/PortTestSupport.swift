@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import PortKitTestSupport
 @testable import PortMessaging
+import PortKitSystem
 
 /// A receive port served on a thread of its own, recording what its handler saw.
 final class ServedPort: Sendable {

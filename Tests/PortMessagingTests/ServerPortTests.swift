@@ -3,6 +3,8 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// What a server built on a listening port needs: its peers (who, and when they go), a loop
 /// that never waits on a slow peer, answers that say when they cannot go, and the

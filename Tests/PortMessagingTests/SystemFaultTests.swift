@@ -4,6 +4,8 @@ import PermanentThread
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// Faults injected into the System layer's wrapped calls (`FaultSeam`), each armed for one
 /// thread only, so the suite runs beside the others: every fault ends in a retry that

@@ -3,6 +3,7 @@ import Glibc
 import PortKitTestSupport
 import Testing
 @testable import PortMessaging
+import PortKitSystem
 
 /// Ports reached over plain TCP on loopback: peers as with a Unix socket address, only
 /// bytes travel, plain TCP only when asked for and only on loopback, and faults typed.

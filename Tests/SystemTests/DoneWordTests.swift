@@ -2,7 +2,8 @@ import CPortKitSystem
 import Glibc
 import Testing
 import PortKitTestSupport
-@testable import PermanentThread
+
+import PortKitLocks
 
 /// `DoneWord`: what a `sync` caller and an in-process requester sleep on. Its time limit is
 /// a deadline on the monotonic clock, kept across early wake-ups.

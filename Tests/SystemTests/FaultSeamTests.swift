@@ -1,7 +1,9 @@
 import Glibc
 import Testing
 import PortKitTestSupport
-@testable import PermanentThread
+
+import PortKitSystem
+import PortKitLocks
 
 /// The fault seam and the `EINTR` policy at the System layer itself, on plain pipes: what
 /// the layers above count on (SystemFaultTests, in PortMessagingTests, shows how ports

@@ -4,6 +4,8 @@ import PermanentThread
 import PortMessaging
 import PortKitTestSupport
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// `port-death-race --seconds S --minimum N [pipes]`: for S seconds and at least N cycles,
 /// spawns a port worker, has it stream messages to its boss while another thread sends it

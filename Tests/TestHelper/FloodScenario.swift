@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// `tcp-flood PORT COUNT [BYTES]`: the attacker of a listener's limits, as a process of
 /// its own. Holds COUNT connections to 127.0.0.1:PORT, each silent (or, with BYTES, having

@@ -3,6 +3,7 @@ import NamedPortServer
 import PermanentThread
 import PortMessaging
 import PortKitTestSupport
+import PortKitLocks
 
 // Name-server scenarios: the processes the NamedPortServerTests start, kill and watch.
 // Each prints what happened as lines on stdout (flushed at once) and, where the test

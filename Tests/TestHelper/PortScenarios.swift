@@ -3,6 +3,7 @@ import Glibc
 import PortMessaging
 import PortKitTestSupport
 import Synchronization
+import PortKitLocks
 
 /// A check-in worker: checks in with the boss that spawned it, then serves WorkerOp
 /// messages on the main thread's loop until told to exit or the boss goes away.

@@ -1,5 +1,6 @@
 import Glibc
 import PortMessaging
+import PortKitLocks
 
 /// `port-tcp PORT [stay]`: connects over plain TCP to the port listening at
 /// 127.0.0.1:PORT, sends the request "hello" and then the one-way messages "one-way 1" to

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import PermanentThread
+import PortKitLocks
 
 /// A thread made for a test, running `body` with its own loop.
 package final class LoopThread: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 import PermanentThread
+import PortKitLocks
 
 /// Runs `body` on a thread started for it, with that thread's loop, and returns what the body
 /// returned (or throws what it threw) once the thread has finished.

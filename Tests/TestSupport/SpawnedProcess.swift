@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// A real child process of the tests (the test helper, `portnamed`, `portname`), with
 /// its standard output read line by line against deadlines, and killed for real.

@@ -1,5 +1,6 @@
 import Dispatch
 import PortMessaging
+import PortKitLocks
 
 extension PortBenchmarks {
     /// How the requests of an in-process round-trip case follow one another.

@@ -2,6 +2,7 @@ import Glibc
 import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// `names.activation`: a lookup of an absent activatable name until its first reply, the
 /// server starting the service from its service file, against D-Bus activation of a

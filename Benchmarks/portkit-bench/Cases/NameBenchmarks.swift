@@ -3,6 +3,7 @@ import Glibc
 import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// The name server against a bare Unix-socket round trip: what a lookup, a registration,
 /// a first connection and an owner's death cost. The server is embedded in this process

@@ -1,6 +1,7 @@
 import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 extension NameBenchmarks {
     /// `names.call`'s `portkit` and `portkit-monitored`: requests through the send port a

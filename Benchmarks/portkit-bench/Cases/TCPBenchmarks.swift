@@ -1,5 +1,6 @@
 import Glibc
 import PortMessaging
+import PortKitSystem
 
 /// Ports over loopback TCP against a raw TCP exchange, both with a thread of this process
 /// at the far end.

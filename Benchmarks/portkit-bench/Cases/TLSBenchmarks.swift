@@ -1,6 +1,7 @@
 import Glibc
 import PortCluster
 import PortMessaging
+import PortKitSystem
 
 /// Ports over loopback TCP secured by the cluster's TLS against a TLS exchange with no
 /// port around it, both with a thread of this process at the far end.

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// A private etcd for the cluster cases: one member on free loopback ports, its data in a
 /// temporary directory, killed and removed on `stop`. Without an `etcd` executable the

@@ -5,6 +5,7 @@ import NamedPortServer
 import PermanentThread
 import PortCluster
 import PortMessaging
+import PortKitLocks
 
 /// Two cluster nodes in this process on a private etcd, as two hosts' `portnamed` would
 /// be: node A has a name server (publishing what is registered there with cluster scope,

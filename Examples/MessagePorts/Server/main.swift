@@ -14,6 +14,7 @@
 // current thread's loop runs it. `--requests N` stops after N requests (for scripts).
 import Glibc
 import PortMessaging
+import PortKitLocks
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 var requests: Int?

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// What the server's activations hold: the starts under way, by name, and the service
 /// processes it started and has not reaped yet, by pid. Touched on the server's loop only.

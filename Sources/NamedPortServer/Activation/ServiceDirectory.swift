@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Where a name server finds its service files: the directories searched, in order, for
 /// `NAME.service` when a lookup finds `NAME` absent (docs/NAMES.md, "Services started on

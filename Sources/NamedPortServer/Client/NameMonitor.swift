@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// A monitor of the traffic to and from names: every message on each connection the server
 /// brokers to a monitored name while the monitor lasts, as the server relays it

@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// Where a registered name stands, as its `NameRegistration` reports it.
 ///

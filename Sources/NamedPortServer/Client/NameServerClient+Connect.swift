@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// Connecting: the tries `connect` makes, and those a reconnection makes.
 extension NameServerClient {

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// Reconnection: a client connected with `reconnectingOn: loop` watches its connection on
 /// that loop and, when the server goes away, connects again, registers its names again

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// A connection to a name server: register ports under names, look names up, list and
 /// watch them.

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// A watch on a name or a prefix: the owners there were when it started, then every
 /// appearance and disappearance after that, in the order the server saw them.

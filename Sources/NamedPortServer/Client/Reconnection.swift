@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// A watch of a reconnecting client, which the client does not keep alive: the watch's
 /// owner does.

@@ -1,6 +1,7 @@
 import PermanentThread
 import PortMessaging
 import Synchronization
+import PortKitLocks
 
 /// The answer to a connection's hello. A blocking `connect` sends the hello and does not
 /// wait for it: the connection's first call goes out right behind it and, once its own

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Whom a client accepts as its name server, checked before it sends a byte.
 ///

@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitSystem
 
 /// Why a name operation failed: every refusal of the registry, the name server or its
 /// client is one of these, so a caller can match the case it cares about.

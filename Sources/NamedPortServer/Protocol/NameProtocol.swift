@@ -1,5 +1,6 @@
 import Glibc
 import PortMessaging
+import PortKitSystem
 
 // The name protocol (docs/NAMES.md), version 4: PortMessaging requests to the server's
 // listening port. A request's message id is the operation; the reply's id is a status.

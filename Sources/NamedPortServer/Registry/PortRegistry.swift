@@ -1,5 +1,6 @@
 import Glibc
 import PortMessaging
+import PortKitLocks
 
 /// Names for ports inside one process: threads register a port under a name and other
 /// threads look it up. Everything happens in memory, under one lock: no kernel round trip.

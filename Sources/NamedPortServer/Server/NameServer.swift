@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
+import PortKitLocks
 
 /// A name server for processes: a registry of port names on a thread of its own, served
 /// by a `ReceivePort` listening at a Unix-domain socket path.

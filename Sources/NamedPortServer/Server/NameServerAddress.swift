@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Where a name server listens: the path of a Unix-domain socket.
 ///

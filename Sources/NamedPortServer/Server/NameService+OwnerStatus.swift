@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 extension NameService {
     /// `nameStatus`: [name] → ok [`NameOwnerStatusFields`]: the owner's credentials (its

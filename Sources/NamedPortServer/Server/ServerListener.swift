@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// Where a name server listens, and the lock that says the address is served.
 ///

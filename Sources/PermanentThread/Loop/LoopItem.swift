@@ -1,4 +1,5 @@
 import Synchronization
+import PortKitLocks
 
 /// Where a timer, observer or source is scheduled: shared by every kind of loop item.
 ///

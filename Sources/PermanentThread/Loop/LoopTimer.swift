@@ -1,4 +1,5 @@
 import Synchronization
+import PortKitLocks
 
 /// A timer on a run loop: fires once, or repeatedly at a fixed interval.
 ///

@@ -1,3 +1,5 @@
+import PortKitSystem
+
 // The mode table (loop thread): which timers, observers and sources each mode holds, the
 // common modes and the propagation of `common` items into them, and the arming of
 // descriptor sources as runs enter and leave modes.

@@ -1,5 +1,5 @@
 import Glibc
-import CPortKitSystem
+import PortKitSystem
 
 // The per-thread registry: one loop per thread, made on first use, kept in a
 // thread-local slot whose destructor tears the loop down when its thread exits.
@@ -26,7 +26,7 @@ extension ThreadLoop {
         let loop = ThreadIdentity.isMainThread ? mainLoop : try ThreadLoop(name: ThreadIdentity.name)
         // The loop sleeps exactly until its next timer (tolerance is its own business), so
         // the kernel's default 50 µs of slack on the sleep is taken away.
-        _ = portkit_set_timer_slack(1)
+        ThreadIdentity.setTimerSlack(nanoseconds: 1)
         pthread_setspecific(loopKey, Unmanaged.passRetained(loop).toOpaque())
         return loop
     }

@@ -1,6 +1,8 @@
 import Glibc
 import CPortKitSystem
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// A run loop: the event engine of one thread, with CoreFoundation's semantics.
 ///

@@ -1,3 +1,5 @@
+import PortKitSystem
+
 /// What can go wrong when using a run loop. Every case is a misuse or a fault the caller
 /// can act on; nothing is dropped without one of these.
 public enum ThreadLoopError: Error, Hashable, Sendable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import Glibc
 import CPortKitSystem
 import Synchronization
+import PortKitSystem
 
 /// The Linux poller: one epoll instance and one eventfd for wake-ups, and a futex word
 /// for the sleeps of a loop that watches no descriptor.
@@ -15,38 +16,35 @@ import Synchronization
 /// `wait`, `close`); what other threads reach (`register`, `wakeUp`) is the kernel's, the
 /// futex word's and the `registered` atomic.
 package final class EpollPoller: Poller {
-    private let epoll: FileDescriptor
+    private let epoll: Epoll
     private let wakeEvent: WakeEvent
     /// Which sleep the next wait takes, and the futex an unwatched one waits on.
     private let sleeps = SleepChoice()
     /// How many descriptors are in the epoll set (besides the eventfd).
     private let registered = Atomic<Int>(0)
-    private let capacity = 64
-    private let buffer: UnsafeMutablePointer<epoll_event>
+    private let buffer: UnsafeMutableBufferPointer<epoll_event>
 
     /// The token reserved for the wake-up eventfd.
     private static let wakeToken = UInt64.max
 
     /// Makes the epoll instance and the eventfd.
     package init() throws(Errno) {
-        epoll = FileDescriptor(rawValue: try valueOrErrno { epoll_create1(CInt(EPOLL_CLOEXEC)) }.get())
+        epoll = try Epoll()
         do {
             wakeEvent = try WakeEvent()
         } catch {
-            try? epoll.close()
+            epoll.close()
             throw error
         }
-        buffer = .allocate(capacity: capacity)
+        buffer = .allocate(capacity: 64)
         do {
             // Edge-triggered: every write to the eventfd reports it once, so the loop never
             // reads it back (one system call less per wake-up); see `wakeUp()`.
-            var event = epoll_event()
-            event.events = EPOLLIN.rawValue | EPOLLET.rawValue
-            event.data.u64 = Self.wakeToken
-            try nothingOrErrno { epoll_ctl(epoll.rawValue, EPOLL_CTL_ADD, wakeEvent.descriptor.rawValue, &event) }.get()
+            try epoll.control(
+                EPOLL_CTL_ADD, wakeEvent.descriptor, events: EPOLLIN.rawValue | EPOLLET.rawValue, token: Self.wakeToken)
         } catch {
             wakeEvent.close()
-            try? epoll.close()
+            epoll.close()
             buffer.deallocate()
             throw error
         }
@@ -61,10 +59,7 @@ package final class EpollPoller: Poller {
     }
 
     private func control(_ op: CInt, _ descriptor: FileDescriptor, _ interest: PollEvents, _ token: UInt64) throws(Errno) {
-        var event = epoll_event()
-        event.events = Self.epollMask(interest)
-        event.data.u64 = token
-        try nothingOrErrno { epoll_ctl(epoll.rawValue, op, descriptor.rawValue, &event) }.get()
+        try epoll.control(op, descriptor, events: Self.epollMask(interest), token: token)
     }
 
     /// Starts watching a descriptor. The corresponding C function is `epoll_ctl`.
@@ -97,10 +92,6 @@ package final class EpollPoller: Poller {
         sleeps.prepare(watching: registered.load(ordering: .relaxed) > 0)
     }
 
-    /// Set once `epoll_pwait2` is found missing (a kernel before 5.11, valgrind, some
-    /// sandboxes): `epoll_wait` with the timeout rounded up to whole milliseconds is used.
-    private static let hasPreciseWait = Atomic<Bool>(true)
-
     /// Waits for readiness. The corresponding C function is `epoll_pwait2` (or `epoll_wait`),
     /// or the futex's wait while no descriptor is registered.
     package func wait(timeout: Duration?, _ body: (PollEvent) -> Void) throws(Errno) -> Bool {
@@ -108,34 +99,13 @@ package final class EpollPoller: Poller {
             sleeps.sleep(timeout: timeout)
             return false
         }
-        let count = try waitForEvents(timeout)
+        let count = try epoll.wait(into: buffer, timeout: timeout)
         return dispatch(count, body)
     }
 
-    private func waitForEvents(_ timeout: Duration?) throws(Errno) -> CInt {
-        if Self.hasPreciseWait.load(ordering: .relaxed) {
-            let result: Result<CInt, Errno>
-            if let timeout {
-                let (seconds, attoseconds) = max(timeout, .zero).components
-                var spec = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-                result = valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), &spec, nil) }
-            } else {
-                result = valueOrErrno { epoll_pwait2(epoll.rawValue, buffer, CInt(capacity), nil, nil) }
-            }
-            guard case .failure(.notImplemented) = result else { return try result.get() }
-            Self.hasPreciseWait.store(false, ordering: .relaxed)
-        }
-        var milliseconds: CInt = -1
-        if let timeout {
-            let ms = (max(timeout, .zero) / .milliseconds(1)).rounded(.up)
-            milliseconds = CInt(min(ms, Double(CInt.max)))
-        }
-        return try valueOrErrno { epoll_wait(epoll.rawValue, buffer, CInt(capacity), milliseconds) }.get()
-    }
-
-    private func dispatch(_ count: CInt, _ body: (PollEvent) -> Void) -> Bool {
+    private func dispatch(_ count: Int, _ body: (PollEvent) -> Void) -> Bool {
         var woken = false
-        for index in 0..<Int(count) {
+        for index in 0..<count {
             let raw = buffer[index]
             let token = raw.data.u64
             if token == Self.wakeToken {
@@ -166,7 +136,7 @@ package final class EpollPoller: Poller {
     /// Closes the epoll instance and the eventfd.
     package func close() {
         wakeEvent.close()
-        try? epoll.close()
+        epoll.close()
         buffer.deallocate()
     }
 }

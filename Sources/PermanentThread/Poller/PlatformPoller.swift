@@ -1,5 +1,6 @@
 #if os(Linux)
 import Glibc
+import PortKitSystem
 
 /// The poller of this platform's run loops: the one place that names the backends. On
 /// Linux it is epoll (`EpollPoller`), or `poll(2)` (`PollPoller`) when the environment

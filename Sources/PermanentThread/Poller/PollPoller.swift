@@ -1,5 +1,6 @@
 import Glibc
-import CPortKitSystem
+import PortKitSystem
+import PortKitLocks
 
 /// A second Linux poller, on `poll(2)`: what `PORTKIT_POLLER=poll` selects. Every wait
 /// hands the kernel the whole set of armed descriptors, so it costs more per wait than
@@ -32,9 +33,7 @@ package final class PollPoller: Poller {
     /// that is not open, `EPERM` for a regular file or a directory (always ready), `EEXIST`
     /// when it is watched already.
     package func register(_ descriptor: FileDescriptor, interest: PollEvents, token: UInt64) throws(Errno) {
-        var status = stat()
-        try nothingOrErrno { fstat(descriptor.rawValue, &status) }.get()
-        let kind = status.st_mode & S_IFMT
+        let kind = try descriptor.fileType()
         if kind == S_IFREG || kind == S_IFDIR { throw Errno(rawValue: EPERM) }
         try watches.withLock { (watches) throws(Errno) in
             guard watches[descriptor.rawValue] == nil else { throw .alreadyExists }
@@ -76,15 +75,7 @@ package final class PollPoller: Poller {
             set.append(pollfd(fd: descriptor, events: Self.pollMask(watch.interest), revents: 0))
             tokens.append(watch.token)
         }
-        let count: CInt
-        if let timeout {
-            let (seconds, attoseconds) = max(timeout, .zero).components
-            var spec = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-            count = try valueOrErrno { portkit_ppoll(&set, UInt(set.count), &spec) }.get()
-        } else {
-            count = try valueOrErrno { portkit_ppoll(&set, UInt(set.count), nil) }.get()
-        }
-        guard count > 0 else { return false }
+        guard try FileDescriptor.poll(&set, timeout: timeout) > 0 else { return false }
         var woken = false
         if set[0].revents & Int16(POLLIN) != 0 {
             wakeEvent.drain()

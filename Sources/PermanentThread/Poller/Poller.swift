@@ -1,4 +1,5 @@
 import Glibc
+import PortKitSystem
 
 /// What a descriptor is watched for, or was found ready for.
 package struct PollEvents: OptionSet, Hashable, Sendable {

@@ -1,3 +1,5 @@
+import PortKitLocks
+
 /// The part of the sleep handshake (see `Poller`) both Linux backends share: which sleep
 /// the next `wait` takes, and the futex word an unwatched sleep (no descriptor watched)
 /// waits on, which a waker flips and wakes in one system call.

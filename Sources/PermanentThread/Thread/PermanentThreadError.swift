@@ -1,4 +1,5 @@
 import Glibc
+import PortKitSystem
 
 /// What can go wrong when using a `PermanentThread` or a `StallMonitor`.
 ///

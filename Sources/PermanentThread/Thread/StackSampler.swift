@@ -1,6 +1,8 @@
 import Glibc
 import CPortKitSystem
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// Captures another thread's stack: sends it `SIGURG` with `tgkill`; its handler calls
 /// `backtrace()` into a buffer allocated beforehand and posts a semaphore; the sampling

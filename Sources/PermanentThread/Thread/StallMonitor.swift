@@ -1,5 +1,6 @@
 import CPortKitSystem
 import Synchronization
+import PortKitSystem
 
 /// Reports when a run loop stays busy in one activity longer than a threshold: a block,
 /// timer or source handler that blocks its thread.

@@ -1,3 +1,5 @@
+import PortKitLocks
+
 /// The life of one `PermanentThread.submit` call: who resumes the awaiting task, the
 /// block or a cancellation, decided under one lock so that exactly one of them does.
 ///

@@ -1,5 +1,6 @@
 import CPortKitSystem
 import Glibc
+import PortKitLocks
 
 /// What a calling thread reuses for its `PermanentThread.sync` calls: the block the loop
 /// runs (made once), the caller's job (a closure whose context is on the caller's stack) and

@@ -1,4 +1,5 @@
 import CPortKitSystem
+import PortKitSystem
 
 // The hand-over: executor jobs that reach a permanent thread after its loop closed run
 // anyway, in order, one at a time, and work accepted before a start that failed runs on

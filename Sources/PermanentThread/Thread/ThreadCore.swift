@@ -1,6 +1,8 @@
 import Glibc
 import CPortKitSystem
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// The part of a permanent thread that the thread itself holds.
 ///

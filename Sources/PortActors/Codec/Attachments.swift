@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// The ports and file descriptors of one message, kept beside its bytes: encoding appends
 /// each one met and writes its index; decoding finds it by that index.

@@ -2,6 +2,7 @@ import Distributed
 import NamedPortServer
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 extension PortActorSystem {
     /// Calls `handler` once the remote actor `actor` ends, as Binder's `linkToDeath`: when

@@ -4,6 +4,7 @@ import NamedPortServer
 import PermanentThread
 import PortMessaging
 import Synchronization
+import PortKitLocks
 
 /// A `DistributedActorSystem` over PortKit's ports: `distributed actor`s called from other
 /// threads, processes and (through a cluster's gateway) hosts, found by name through the

@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// How calls reach an actor of another process: a send port to its system's port (the
 /// connection a lookup of its name brokered), with whom to tell when it ends.

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// A client of an etcd v3 server through its JSON gateway (`/v3/kv/*`, `/v3/lease/*`,
 /// `/v3/watch`) over HTTP/1.1, plain or over TLS: the cluster's directory.

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// Why an HTTP exchange with the directory failed.
 enum HTTPFailure: Error, Sendable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// Where a node takes connections from other hosts for the names it holds: a port
 /// listening on TCP that relays each connection's messages to the local owner of one name.

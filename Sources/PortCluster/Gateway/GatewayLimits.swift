@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitSystem
 
 /// What a `ClusterGateway` allows a caller before and after its open request, so that
 /// neither a stranger nor a member can make it hold memory or descriptors for nothing.

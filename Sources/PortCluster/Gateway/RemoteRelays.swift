@@ -1,5 +1,6 @@
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// A node's ports to names held on other nodes, for the programs of its own host: each a
 /// `ReceivePort` in this process relaying to one connection to the owner's gateway

@@ -1,4 +1,5 @@
 import PermanentThread
+import PortKitLocks
 
 /// A publication's outcome, handed from the node's loop to a caller of `publish` that
 /// waits for it, or left to an event once that caller has stopped waiting.

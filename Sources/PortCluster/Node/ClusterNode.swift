@@ -1,6 +1,7 @@
 import Glibc
 import NamedPortServer
 import PermanentThread
+import PortKitLocks
 
 /// A node's link to the cluster's directory: publishes this node's names on its lease,
 /// renews the lease, and mirrors every node's names through a watch.

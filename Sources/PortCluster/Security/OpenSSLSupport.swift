@@ -1,6 +1,7 @@
 import COpenSSL
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// What the cluster layer's TLS shares with OpenSSL: its error queue read as text, the
 /// socket BIO method, and a certificate's common name.
@@ -23,8 +24,9 @@ enum OpenSSLSupport {
         return reasons.isEmpty ? fallback : reasons.joined(separator: "; ")
     }
 
-    /// The socket BIO method (`portkit_bio_method_make`: send with MSG_NOSIGNAL, never
-    /// SIGPIPE), made once for the process.
+    /// The socket BIO method, made once for the process: its writes and reads are the
+    /// System layer's `send` (`MSG_NOSIGNAL`: a peer gone is `EPIPE`, never SIGPIPE) and
+    /// `recv`, never blocking, through the `EINTR` policy and the fault seam.
     static var socketMethod: OpaquePointer? { methodBox.method }
 
     /// The BIO method, in a box Swift may share between threads.
@@ -34,7 +36,37 @@ enum OpenSSLSupport {
         let method: OpaquePointer?
     }
 
-    private static let methodBox = MethodBox(method: portkit_bio_method_make())
+    private static let methodBox = MethodBox(
+        method: portkit_bio_method_make(
+            { bio, bytes, length in socketWrite(bio, bytes, length) }, { bio, bytes, length in socketRead(bio, bytes, length) }))
+
+    /// A socket BIO's write: would-block marks the BIO to retry; another failure leaves its
+    /// error in `errno`, where the TLS stream reads it.
+    private static func socketWrite(_ bio: OpaquePointer?, _ bytes: UnsafePointer<CChar>?, _ length: CInt) -> CInt {
+        portkit_bio_clear_retry(bio)
+        let socket = FileDescriptor(rawValue: portkit_bio_fd(bio))
+        do {
+            return CInt(try socket.send(UnsafeRawBufferPointer(start: bytes, count: Int(length))))
+        } catch {
+            if error == .wouldBlock { portkit_bio_set_retry_write(bio) }
+            errno = error.rawValue
+            return -1
+        }
+    }
+
+    /// A socket BIO's read: 0 at the peer's end of the stream; would-block marks the BIO to
+    /// retry; another failure leaves its error in `errno`.
+    private static func socketRead(_ bio: OpaquePointer?, _ bytes: UnsafeMutablePointer<CChar>?, _ length: CInt) -> CInt {
+        portkit_bio_clear_retry(bio)
+        let socket = FileDescriptor(rawValue: portkit_bio_fd(bio))
+        do {
+            return CInt(try socket.receive(into: UnsafeMutableRawBufferPointer(start: bytes, count: Int(length))))
+        } catch {
+            if error == .wouldBlock { portkit_bio_set_retry_read(bio) }
+            errno = error.rawValue
+            return -1
+        }
+    }
 
     /// The common name of `certificate`'s subject (an `X509 *`), if it has one.
     static func commonName(of certificate: OpaquePointer) -> String? {

@@ -2,6 +2,7 @@ import COpenSSL
 import Glibc
 import PermanentThread
 import PortMessaging
+import PortKitLocks
 
 /// One connection's TLS over a non-blocking TCP socket (a `SecuredStream`): OpenSSL's
 /// `SSL`, reached through a socket BIO that never raises SIGPIPE.

@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitLocks
 
 /// One async request's wait for its reply: a suspended task (or a completion handler),
 /// resumed (called) exactly once by whichever comes first of its reply (or refusal), its

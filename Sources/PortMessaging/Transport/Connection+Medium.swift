@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 extension Connection {
     /// What the frames travel over: one Unix stream socket, a pair of pipes, or a TCP

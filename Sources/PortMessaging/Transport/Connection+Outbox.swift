@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 extension Connection {
     // MARK: The queue of a loop's writes

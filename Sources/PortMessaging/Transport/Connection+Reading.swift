@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 extension Connection {
     // MARK: Frames in

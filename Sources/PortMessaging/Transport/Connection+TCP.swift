@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 extension Connection {
     // MARK: Connections to other hosts

@@ -1,5 +1,7 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
+import PortKitLocks
 
 extension Connection {
     // MARK: Frames out

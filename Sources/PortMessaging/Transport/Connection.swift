@@ -1,6 +1,8 @@
 import Glibc
 import PermanentThread
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 extension WireLimits {
     /// The limits of a connection whose messages may carry `maxMessageBytes` of bytes

@@ -1,4 +1,5 @@
 import Glibc
+import PortKitSystem
 
 /// A frame too large to pass through the read buffer, read into storage its header sizes.
 ///

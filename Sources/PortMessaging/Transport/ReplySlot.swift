@@ -1,5 +1,7 @@
 import PermanentThread
 import Synchronization
+import PortKitSystem
+import PortKitLocks
 
 /// Where an in-process request's reply goes: filled once, waited on by the requester —
 /// blocked on the slot, or (an async request) suspended in the slot's `AsyncReply`, which

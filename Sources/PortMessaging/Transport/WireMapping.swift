@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitSystem
 
 /// Maps public `Message` values to wire frames and back.
 enum WireMapping {

@@ -5,6 +5,7 @@ import PermanentThread
 import PortKitTestSupport
 import PortMessaging
 import Testing
+import PortKitLocks
 
 /// A thread running a loop for the test's receive ports.
 final class PortLoop: Sendable {

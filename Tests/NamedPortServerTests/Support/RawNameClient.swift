@@ -3,6 +3,7 @@ import Glibc
 import PermanentThread
 import PortMessaging
 import Testing
+import PortKitSystem
 
 /// The name protocol spoken without the client library's checks: requests as
 /// PortMessaging messages made by hand, over a connection of the test's own.

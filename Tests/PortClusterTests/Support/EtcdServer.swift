@@ -3,6 +3,7 @@ import Glibc
 import PermanentThread
 import PortCluster
 import PortKitTestSupport
+import PortKitSystem
 
 /// A real etcd server for one test: a single member on loopback ports of its own, with a
 /// temporary data directory, killed (SIGKILL) and started again on demand.

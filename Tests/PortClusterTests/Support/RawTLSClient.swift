@@ -2,6 +2,7 @@ import COpenSSL
 import Glibc
 import PermanentThread
 import PortKitTestSupport
+import PortKitSystem
 
 /// A TLS client made with OpenSSL directly, for what `ClusterTLS` never does: connecting
 /// without a certificate. It speaks no PortKit frames; it only says how the server's

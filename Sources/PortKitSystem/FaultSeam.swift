@@ -1,5 +1,6 @@
 import CPortKitSystem
 import Glibc
+import PortKitLocks
 
 /// What the fault seam makes a wrapped system call do instead of its usual work.
 package enum InjectedFault: Sendable, Hashable {

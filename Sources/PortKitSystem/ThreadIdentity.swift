@@ -26,4 +26,11 @@ package enum ThreadIdentity {
     package static func setName(_ name: String) {
         _ = name.withCString { portkit_set_thread_name($0) }
     }
+
+    /// Sets the calling thread's timer slack: how late the kernel may end its timed sleeps,
+    /// to batch wake-ups (50 µs by default). The corresponding C function is `prctl`
+    /// (`PR_SET_TIMERSLACK`).
+    package static func setTimerSlack(nanoseconds: UInt) {
+        _ = portkit_set_timer_slack(nanoseconds)
+    }
 }

@@ -7,11 +7,11 @@ import Synchronization
 
 /// The system calls the System layer wraps, as the fault seam (`FaultSeam`) names them.
 package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
-    /// `send` (a socket write without descriptors).
+    /// `send` (a socket write without descriptors, a TLS stream's write).
     case send
     /// `sendmsg` (a socket write with descriptors, SCM_RIGHTS).
     case sendmsg
-    /// `recv` (a peek at a socket's head).
+    /// `recv` (a peek at a socket's head, a TLS stream's read).
     case recv
     /// `recvmsg` (every socket read of a connection).
     case recvmsg
@@ -30,11 +30,15 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
     case read
     /// `write` (a pipe, an eventfd, a file).
     case write
-    /// `poll` of one descriptor.
+    /// `poll` of one descriptor, or `ppoll` of a set.
     case poll
     /// `waitpid`.
     case waitpid
-    /// Any other call (`fcntl`, `setsockopt`, `epoll_*`, …): never faulted.
+    /// `epoll_ctl` (adding, changing or removing a descriptor of an epoll set).
+    case epollControl
+    /// `epoll_pwait2` or `epoll_wait`.
+    case epollWait
+    /// Any other call (`fcntl`, `setsockopt`, `epoll_create1`, …): never faulted.
     case other
 
     /// The C function's name.
@@ -53,6 +57,8 @@ package enum SystemCall: Sendable, Hashable, CustomStringConvertible {
         case .write: "write"
         case .poll: "poll"
         case .waitpid: "waitpid"
+        case .epollControl: "epoll_ctl"
+        case .epollWait: "epoll_wait"
         case .other: "other"
         }
     }

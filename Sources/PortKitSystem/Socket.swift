@@ -103,6 +103,16 @@ extension FileDescriptor {
         try nothingOrErrno { portkit_pass_credentials(rawValue) }.get()
     }
 
+    /// Receives up to `buffer.count` bytes of a stream, never blocking; returns how many
+    /// (0: the peer closed its end).
+    ///
+    /// The corresponding C function is `recv` with `MSG_DONTWAIT`.
+    package func receive(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try valueOrErrno(.recv, on: rawValue) {
+            Glibc.recv(rawValue, buffer.baseAddress, buffer.count, CInt(MSG_DONTWAIT))
+        }.get()
+    }
+
     /// Copies up to `buffer.count` bytes from the head of the incoming data into `buffer`
     /// without taking them (a later receive gets them again), never blocking.
     ///
