@@ -66,8 +66,9 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     /// which. Nothing was connected. (A listening port closes such a connection and
     /// goes on serving the others: only the connecting side sees this error.)
     case handshakeFailed(address: String, reason: String)
-    /// A system call failed; `errno` says why.
-    case system(operation: String, errno: Int32)
+    /// A system call of the port layer failed (a socket, a bind, a read or write whose
+    /// `errno` means nothing more specific).
+    case system(SystemCallError)
     /// The task awaiting an async request was cancelled: the wait ended at once, and a reply
     /// that comes later is dropped. The request may have been delivered (and handled).
     case cancelled
@@ -102,14 +103,19 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .plainTCPRefused(let address, let reason): "plain TCP to \(address) refused: \(reason)"
         case .unreachable(let address, let reason): "cannot reach \(address): \(reason)"
         case .handshakeFailed(let address, let reason): "secured connection to \(address) refused: \(reason)"
-        case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
+        case .system(let failure): "\(failure)"
         case .cancelled: "the waiting task was cancelled"
         case .refusedByPeer(let reason): "the listening port refused this process: \(reason)"
         }
     }
 
+    /// The failure of the system call `operation` with `errno`.
+    public static func system(operation: String, errno: Int32) -> PortError {
+        .system(SystemCallError(operation: operation, errno: errno))
+    }
+
     init(_ operation: String, _ errno: Errno) {
-        self = .system(operation: operation, errno: errno.rawValue)
+        self = .system(SystemCallError(operation, errno))
     }
 
     /// The error for a failed write or read on a connection.

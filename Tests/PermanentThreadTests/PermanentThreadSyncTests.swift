@@ -86,7 +86,7 @@ struct PermanentThreadSyncTests {
                     for _ in 0..<200 {
                         do {
                             try thread.sync { _ = ran.add(1, ordering: .relaxed) }
-                        } catch PermanentThreadError.stopped {
+                        } catch ThreadCallError<Never>.thread(.stopped) {
                             refused.add(1, ordering: .relaxed)
                         } catch {
                             other.add(1, ordering: .relaxed)

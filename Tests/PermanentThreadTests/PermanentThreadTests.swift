@@ -173,7 +173,7 @@ struct PermanentThreadTests {
         let thread = PermanentThread(name: "early")
         let ran = Shared<[Int]>([])
         for index in 0..<3 { try thread.execute { ran.update { $0.append(index) } } }
-        #expect(throws: PermanentThreadError.notStarted) { try thread.sync {} }
+        #expect(throws: ThreadCallError<Never>.thread(.notStarted)) { try thread.sync {} }
         #expect(thread.loop == nil)
         try thread.run()
         try thread.run()  // idempotent
@@ -207,7 +207,7 @@ struct PermanentThreadTests {
         #expect(actual >= requested && actual < requested + 256 * 1024, "stack size \(actual)")
 
         let tooSmall = PermanentThread(name: "pt-tiny", stackSize: 1024)
-        #expect(throws: PermanentThreadError.threadCreationFailed(errno: EINVAL)) { try tooSmall.run() }
+        #expect(throws: PermanentThreadError.system(SystemCallError(operation: "pthread_create", errno: EINVAL))) { try tooSmall.run() }
         for thread in [named, long, sized] { thread.stop() }
     }
 

@@ -216,7 +216,7 @@ extension NameServerClient {
                 forget(registration, as: .takenByAnother(ownerPID: pid))
             } catch .connectionLost {
                 return
-            } catch .timedOut {
+            } catch .transport(.sendTimedOut), .transport(.receiveTimedOut) {
                 // A server that does not answer is taken for gone: the next connection registers it.
                 return connection.port.invalidate()
             } catch {
@@ -278,7 +278,7 @@ extension NameServerClient {
             return true
         } catch .connectionLost {
             return false
-        } catch .timedOut {
+        } catch .transport(.sendTimedOut), .transport(.receiveTimedOut) {
             connection.port.invalidate()
             return false
         } catch {

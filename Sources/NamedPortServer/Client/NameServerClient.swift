@@ -200,12 +200,10 @@ public final class NameServerClient: Sendable {
     /// What a failed request means for a name server client.
     static func requestError(_ error: PortError, address: String, what: String) -> NameServerError {
         switch error {
-        case .cancelled: return .cancelled
         case .peerDied, .invalidPort, .noReply: return .connectionLost(address: address)
         case .receiverOutOfDescriptors: return .serverBusy(address: address, reason: "out of descriptors for the request's port")
-        case .sendTimedOut, .receiveTimedOut: return .timedOut(operation: what)
-        case .system(let operation, let errno): return .system(operation: operation, errno: errno)
-        default: return .protocolError("\(what): \(error)")
+        case .malformed: return .protocolError("\(what): \(error)")
+        default: return .transport(error)
         }
     }
 

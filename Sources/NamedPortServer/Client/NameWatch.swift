@@ -320,7 +320,7 @@ final class WatchEvents: Sendable {
     func nextEvent() async throws(NameServerError) -> NameEvent? {
         while true {
             if let outcome = queue.withLock(Self.take) { return try outcome.get() }
-            if Task.isCancelled { throw .cancelled }
+            if Task.isCancelled { throw .transport(.cancelled) }
             let number = queue.withLock { queue -> UInt64 in
                 defer { queue.nextTask += 1 }
                 return queue.nextTask

@@ -99,7 +99,7 @@ final class ServerGreeting: Sendable {
         switch turn {
         case .answered(let outcome)?: return try outcome.get()
         case .take(let request)?: sent = request
-        case nil: throw .timedOut(operation: NameServerClient.helloCall(address).what)
+        case nil: throw .transport(.receiveTimedOut)
         }
         let outcome: Result<Int32, NameServerError>
         do {
@@ -110,7 +110,7 @@ final class ServerGreeting: Sendable {
         } catch .receiveTimedOut {
             state.withLock { $0 = .pending(sent) }
             state.broadcast()
-            throw .timedOut(operation: NameServerClient.helloCall(address).what)
+            throw .transport(.receiveTimedOut)
         } catch {
             outcome = .failure(NameServerClient.helloError(error, address: address, serverPID: peerPID))
         }
@@ -151,7 +151,7 @@ extension NameServerClient {
         } catch {
             if case .success(let message) = reply { message.discardAttachments() }
             // No answer to the hello yet: the call's own failure says more.
-            if case .timedOut = error, case .failure(let failure) = reply { throw requestError(failure, address: address, what: what) }
+            if case .transport(.receiveTimedOut) = error, case .failure(let failure) = reply { throw requestError(failure, address: address, what: what) }
             throw error
         }
     }

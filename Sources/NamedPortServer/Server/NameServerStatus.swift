@@ -57,7 +57,7 @@ struct ServerStatistics {
     /// Counts and reports a refused request; answers that are not refusals are ignored.
     mutating func refused(_ error: NameServerError, pid: Int32, uid: UInt32) {
         switch error {
-        case .notFound, .timedOut: return
+        case .notFound, .waitTimedOut: return
         default: break
         }
         refusedRequests += 1

@@ -58,9 +58,9 @@ extension PortActorSystem {
     ///   - wait: how long to wait for the name to be registered: `.zero` (the default)
     ///     does not wait, `nil` waits as long as it takes.
     /// - Throws: `NameServerError` as `NameServerClient.lookup` throws it (`notFound`,
-    ///   `timedOut`, `permissionDenied`, ...); `PortActorError.notAnActor` when the name's
-    ///   port is not a `PortActorSystem`'s, `unknownActor` when it no longer holds the
-    ///   name, `peerDied`; `noNameServer`.
+    ///   `waitTimedOut`, `permissionDenied`, ...); `PortActorError.notAnActor` when the
+    ///   name's port is not a `PortActorSystem`'s, `unknownActor` when it no longer holds
+    ///   the name, `transport(.peerDied)`; `noNameServer`.
     public func resolve<Act: DistributedActor>(
         name: String, as actorType: Act.Type = Act.self, waitingUpTo wait: Duration? = .zero
     ) async throws -> Act where Act.ActorSystem == PortActorSystem {
@@ -105,10 +105,8 @@ extension PortActorSystem {
                 reply = try await port.request(Message(id: ActorMessageKind.describe.rawValue, text: name), receiveTimeout: names.timeout)
             } catch .noReply {
                 throw PortActorError.notAnActor(name: name)
-            } catch .cancelled {
-                throw PortActorError.cancelled
-            } catch .peerDied {
-                throw PortActorError.peerDied(ActorAddress(name: name, pid: 0, id: 0))
+            } catch {
+                throw PortActorError(error)
             }
             var reader = BinaryReader(reply.bytes)
             guard reply.components.count == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
@@ -141,19 +139,19 @@ extension PortActorSystem {
     }
 
     /// The route calls to `id` take: the one recorded, else one found by its name.
-    /// - Throws: `PortActorError.peerDied` when the actor's process has gone (or its name
+    /// - Throws: `PortActorError.transport(.peerDied)` when the actor's process has gone (or its name
     ///   now leads to another actor), `unknownActor` for an address with no route and no
     ///   name, and what a lookup throws.
     func route(to id: ActorAddress) async throws -> RemoteRoute {
         let (route, shutDown) = state.withLock { ($0.routes[id], $0.isShutDown) }
         if shutDown { throw PortActorError.systemShutDown }
         if let route {
-            guard !route.hasEnded else { throw PortActorError.peerDied(route.address) }
+            guard !route.hasEnded else { throw PortActorError.transport(.peerDied) }
             return route
         }
         guard let name = id.name, names != nil else { throw PortActorError.unknownActor(id) }
         let found = try await connect(name)
-        guard found == id, let route = state.withLock({ $0.routes[id] }) else { throw PortActorError.peerDied(id) }
+        guard found == id, let route = state.withLock({ $0.routes[id] }) else { throw PortActorError.transport(.peerDied) }
         return route
     }
 }

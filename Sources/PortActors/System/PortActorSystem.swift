@@ -148,7 +148,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     /// Stops the system: its name server client is closed (given or made, so its names are
     /// released), calls it runs are cancelled, its routes to other actors and its port
-    /// close (its callers see `peerDied`), and a thread it made stops. Safe more than once.
+    /// close (its callers see `transport(.peerDied)`), and a thread it made stops. Safe more than once.
     public func shutDown() {
         // Actors a name kept are let go outside the lock: their deinit resigns their id.
         let (calls, routes, released) = state.withLock { state -> ([RunningCall], [RemoteRoute], [any DistributedActor]) in
