@@ -55,8 +55,8 @@ struct PermanentThreadSyncTests {
             return 7
         }
         #expect(value == 7)
-        #expect(throws: Boom(code: 9)) {
-            try thread.sync { () throws -> Int in usleep(50_000); throw Boom(code: 9) }
+        #expect(throws: ThreadCallError.body(Boom(code: 9))) {
+            try thread.sync { () throws(Boom) -> Int in usleep(50_000); throw Boom(code: 9) }
         }
         #expect(try thread.sync { 8 } == 8)
     }

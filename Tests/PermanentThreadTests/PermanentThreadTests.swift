@@ -120,8 +120,8 @@ struct PermanentThreadTests {
     @Test func syncRethrowsTheBlocksError() throws {
         let thread = PermanentThread(name: "sync-throw")
         try thread.run()
-        #expect(throws: Boom(code: 7)) {
-            try thread.sync { () throws -> Int in throw Boom(code: 7) }
+        #expect(throws: ThreadCallError.body(Boom(code: 7))) {
+            try thread.sync { () throws(Boom) -> Int in throw Boom(code: 7) }
         }
         // The thread is fine afterwards.
         #expect(try thread.sync { 1 } == 1)
@@ -163,8 +163,8 @@ struct PermanentThreadTests {
         let ranOn = try await thread.submit { portkit_gettid() }
         #expect(ranOn == expected)
         #expect(try await thread.submit { "value" } == "value")
-        await #expect(throws: Boom(code: 3)) {
-            try await thread.submit { () throws -> Int in throw Boom(code: 3) }
+        await #expect(throws: ThreadCallError.body(Boom(code: 3))) {
+            try await thread.submit { () throws(Boom) -> Int in throw Boom(code: 3) }
         }
         thread.stop()
     }
