@@ -30,10 +30,10 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case notScheduled
     /// The port is scheduled already; a port is scheduled once.
     case alreadyScheduled
-    /// The loop the port was to be scheduled on (or to report on) has ended: its thread
-    /// stopped or no longer takes work. Nothing was scheduled; the port stays valid and can
-    /// be scheduled on a loop that runs.
-    case loopEnded
+    /// The loop the port was to be scheduled on (or to report on) refused: `.loopEnded`
+    /// when its thread stopped or no longer takes work. Nothing was scheduled; the port
+    /// stays valid and can be scheduled on a loop that runs.
+    case loop(ThreadLoopError)
     /// The receiving handler let the request's `PendingReply` go without answering it.
     case noReply
     /// The receiver could not take the ports or descriptors the request carried: its
@@ -93,7 +93,7 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .malformed(let why): "malformed frame from the peer: \(why)"
         case .notScheduled: "the port is not scheduled on a run loop"
         case .alreadyScheduled: "the port is already scheduled"
-        case .loopEnded: "the loop has stopped: its thread ended or no longer takes work"
+        case .loop(let error): "\(error)"
         case .noReply: "the receiver dropped the request without replying"
         case .receiverOutOfDescriptors: "the receiver is out of descriptors and could not take the request's ports"
         case .addressInUse(let address): "another port listens at \(address)"

@@ -104,7 +104,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         self.thread = thread
         self.ownsThread = ownsThread
         try thread.run()
-        guard let loop = self.thread.loop else { throw PortError.loopEnded }
+        guard let loop = self.thread.loop else { throw PortError.loop(.loopEnded) }
         self.loop = loop
         self.names = names
         self.callTimeout = callTimeout
