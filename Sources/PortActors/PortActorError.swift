@@ -1,10 +1,12 @@
 import NamedPortServer
+import PermanentThread
 import PortMessaging
 
-/// What can go wrong with a distributed call or an actor's name, besides what the called
-/// actor throws itself. Names' own refusals (taken, missing, refused) are
-/// `NameServerError`s, thrown as they are; the port layer's faults (the actor's process
-/// died, no reply in time, the task cancelled, ...) are `transport`.
+/// What can go wrong with a distributed call, an actor's name or an actor system, besides
+/// what the called actor throws itself. The layers below are carried whole: names' refusals
+/// (taken, missing, refused) are `names`, the port layer's faults (the actor's process
+/// died, no reply in time, the task cancelled, ...) `transport`, the system's thread's
+/// `thread`.
 public enum PortActorError: Error, Hashable, Sendable, CustomStringConvertible {
     /// No actor at this address: it was never there, or has been released.
     case unknownActor(ActorAddress)
@@ -32,6 +34,12 @@ public enum PortActorError: Error, Hashable, Sendable, CustomStringConvertible {
     /// delivered), `.cannotCrossHosts` (a port or a file descriptor was to travel to an
     /// actor on another host; nothing was sent), a message too large, ...
     case transport(PortError)
+    /// The name server or its client refused (`nameTaken`, `notFound`, `invalidName`,
+    /// `permissionDenied`, ...; `nameTaken` too for a name this system holds for another
+    /// actor).
+    case names(NameServerError)
+    /// The system's permanent thread could not start, or was stopped.
+    case thread(PermanentThreadError)
 
     /// A one-line explanation.
     public var description: String {
@@ -45,6 +53,8 @@ public enum PortActorError: Error, Hashable, Sendable, CustomStringConvertible {
         case .systemShutDown: "the actor system was shut down"
         case .noNameServer: "the actor system has no name server client"
         case .transport(let error): "\(error)"
+        case .names(let error): "\(error)"
+        case .thread(let error): "\(error)"
         }
     }
 
