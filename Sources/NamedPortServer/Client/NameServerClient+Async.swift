@@ -153,7 +153,7 @@ extension NameServerClient {
 
     private func sharedLoop() throws(NameServerError) -> ThreadLoop {
         do { return try SharedReplyLoop.loop() } catch {
-            throw .system(operation: "start the reply thread for the watch", errno: EAGAIN)
+            throw .transport(error)
         }
     }
 }

@@ -20,7 +20,7 @@ extension NameServerClient {
         for pattern in patterns { try NameMonitor.validate(pattern: pattern) }
         let loop: ThreadLoop
         do { loop = try SharedReplyLoop.loop() } catch {
-            throw .system(operation: "start the reply thread for the monitor", errno: EAGAIN)
+            throw .transport(error)
         }
         let (port, messages, end) = try NameMonitor.receiving(on: loop, address: address)
         do throws(NameServerError) {

@@ -32,7 +32,7 @@ extension NameServerClient {
             try connection.port.onInvalidation(on: supervisor) { [weak self] _ in self?.pump(.serverClosed) }
         } catch {
             connection.port.invalidate()
-            throw .system(operation: "watching the server's connection on the loop '\(supervisor.name)', which has ended", errno: EINVAL)
+            throw .transport(error)
         }
     }
 

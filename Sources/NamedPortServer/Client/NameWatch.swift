@@ -157,10 +157,14 @@ final class WatchEvents: Sendable {
         self.text = text
         self.exact = exact
         self.client = ClientReference(client: client)
-        do {
-            self.loop = try loop ?? ThreadLoop.forCurrentThread()
-        } catch {
-            throw .system(operation: "a loop for the watch's port: \(error)", errno: EMFILE)
+        if let loop {
+            self.loop = loop
+        } else {
+            do throws(ThreadLoopError) {
+                self.loop = try ThreadLoop.forCurrentThread()
+            } catch {
+                throw .transport(.loop(error))
+            }
         }
         let port = try makePort(generation: 0)
         current.withLock { $0 = port }
@@ -205,7 +209,7 @@ final class WatchEvents: Sendable {
                 return nil
             }
         } catch {
-            throw .system(operation: "schedule the watch's port: \(error)", errno: EINVAL)
+            throw .transport(error)
         }
         return port
     }
