@@ -62,7 +62,7 @@ extension NameWatch: AsyncSequence {
     /// Each event of the watch, in order: `for try await event in watch { … }`.
     public typealias Element = NameEvent
     /// Why the events ended: the server went (`connectionLost`), too many were left unread
-    /// (`limitExceeded`), or the iterating task was cancelled (`cancelled`).
+    /// (`limitExceeded`), or the iterating task was cancelled (`transport(.cancelled)`).
     public typealias Failure = NameServerError
 
     /// Iterates a watch's events.
@@ -320,7 +320,7 @@ final class WatchEvents: Sendable {
 
     /// The next event, suspending the task until it comes (no thread waits: the watch's
     /// loop resumes it); `nil` once the watch is cancelled.
-    /// - Throws: `cancelled` when the task is, and what `next(deadline:)` throws.
+    /// - Throws: `transport(.cancelled)` when the task is, and what `next(deadline:)` throws.
     func nextEvent() async throws(NameServerError) -> NameEvent? {
         while true {
             if let outcome = queue.withLock(Self.take) { return try outcome.get() }

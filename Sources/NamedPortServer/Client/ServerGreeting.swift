@@ -47,7 +47,7 @@ final class ServerGreeting: Sendable {
     /// Sends the hello on `server`, whose listening socket `peerPID` made, and returns
     /// without waiting for its answer.
     /// - Throws: what a hello that could not be sent means (`serverBusy` when the server
-    ///   closed at once, `timedOut` when its backlog stayed full).
+    ///   closed at once, `transport(.sendTimedOut)` when its backlog stayed full).
     static func sayHello(on server: SendPort, peerPID: Int32, address: String, timeout: Duration) throws(NameServerError) -> ServerGreeting {
         let hello = NameServerClient.helloCall(address)
         do {
@@ -77,7 +77,7 @@ final class ServerGreeting: Sendable {
     /// The server's pid, taking the hello's answer if no call has yet, waiting for it
     /// until `timeout` after the hello was sent (`.zero`: only if it is in).
     /// - Throws: the refusal (`protocolError`, `permissionDenied`, `serverBusy`), or
-    ///   `timedOut` when the answer did not come in time (a later call may take it still).
+    ///   `transport(.receiveTimedOut)` when the answer did not come in time (a later call may take it still).
     func settle(timeout: Duration, address: String) throws(NameServerError) -> Int32 {
         /// What this caller does: return the answer, or take it.
         enum Turn {

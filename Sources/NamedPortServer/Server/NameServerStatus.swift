@@ -100,7 +100,7 @@ extension NameServerStatus {
 
 extension NameServerClient {
     /// What the server holds and has refused since it started.
-    /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
+    /// - Throws: `permissionDenied`, `transport` (time-outs), `connectionLost`.
     public func status() throws(NameServerError) -> NameServerStatus {
         var fields = try blockingRequest(.status, [], describing: "asking for the status")
         return try NameServerStatus(&fields)
