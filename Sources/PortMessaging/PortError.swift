@@ -31,10 +31,10 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     case notScheduled
     /// The port is scheduled already; a port is scheduled once.
     case alreadyScheduled
-    /// The loop the port was to be scheduled on (or to report on) has ended: its thread
-    /// stopped or no longer takes work. Nothing was scheduled; the port stays valid and can
-    /// be scheduled on a loop that runs.
-    case loopEnded
+    /// The loop the port was to be scheduled on (or to report on) refused: `.loopEnded`
+    /// when its thread stopped or no longer takes work. Nothing was scheduled; the port
+    /// stays valid and can be scheduled on a loop that runs.
+    case loop(ThreadLoopError)
     /// The receiving handler let the request's `PendingReply` go without answering it.
     case noReply
     /// The receiver could not take the ports or descriptors the request carried: its
@@ -67,8 +67,9 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
     /// which. Nothing was connected. (A listening port closes such a connection and
     /// goes on serving the others: only the connecting side sees this error.)
     case handshakeFailed(address: String, reason: String)
-    /// A system call failed; `errno` says why.
-    case system(operation: String, errno: Int32)
+    /// A system call of the port layer failed (a socket, a bind, a read or write whose
+    /// `errno` means nothing more specific).
+    case system(SystemCallError)
     /// The task awaiting an async request was cancelled: the wait ended at once, and a reply
     /// that comes later is dropped. The request may have been delivered (and handled).
     case cancelled
@@ -93,7 +94,7 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .malformed(let why): "malformed frame from the peer: \(why)"
         case .notScheduled: "the port is not scheduled on a run loop"
         case .alreadyScheduled: "the port is already scheduled"
-        case .loopEnded: "the loop has stopped: its thread ended or no longer takes work"
+        case .loop(let error): "\(error)"
         case .noReply: "the receiver dropped the request without replying"
         case .receiverOutOfDescriptors: "the receiver is out of descriptors and could not take the request's ports"
         case .addressInUse(let address): "another port listens at \(address)"
@@ -103,14 +104,19 @@ public enum PortError: Error, Hashable, Sendable, CustomStringConvertible {
         case .plainTCPRefused(let address, let reason): "plain TCP to \(address) refused: \(reason)"
         case .unreachable(let address, let reason): "cannot reach \(address): \(reason)"
         case .handshakeFailed(let address, let reason): "secured connection to \(address) refused: \(reason)"
-        case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
+        case .system(let failure): "\(failure)"
         case .cancelled: "the waiting task was cancelled"
         case .refusedByPeer(let reason): "the listening port refused this process: \(reason)"
         }
     }
 
+    /// The failure of the system call `operation` with `errno`.
+    public static func system(operation: String, errno: Int32) -> PortError {
+        .system(SystemCallError(operation: operation, errno: errno))
+    }
+
     init(_ operation: String, _ errno: Errno) {
-        self = .system(operation: operation, errno: errno.rawValue)
+        self = .system(SystemCallError(operation, errno))
     }
 
     /// The error for a failed write or read on a connection.

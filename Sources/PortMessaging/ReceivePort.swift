@@ -161,7 +161,7 @@ public final class ReceivePort: Sendable {
     /// Messages sent before the port was scheduled are delivered then. A port is scheduled
     /// once.
     /// - Throws: `.invalidPort` (the port was invalidated), `.alreadyScheduled`,
-    ///   `.loopEnded` (the loop's thread has stopped: the port is not scheduled, and stays
+    ///   `.loop(.loopEnded)` (the loop's thread has stopped: the port is not scheduled, and stays
     ///   valid to be scheduled on another loop).
     public func schedule(
         on loop: ThreadLoop = .current, inModes modes: [LoopMode] = [.default],
@@ -200,7 +200,7 @@ public final class ReceivePort: Sendable {
             for mode in modes { loop.remove(source, forMode: mode) }
             scheduledLoopIdentity.store(0, ordering: .releasing)
             state.withLock { $0.schedule = nil }
-            throw .loopEnded
+            throw .loop(.loopEnded)
         }
         for connection in connections {
             try? connection.bind(to: self, loop: loop, modes: modes, handler: handler)

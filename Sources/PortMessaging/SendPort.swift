@@ -138,7 +138,7 @@ public final class SendPort: Sendable {
 
     /// Calls `handler` on `loop`'s thread when this port becomes invalid because its receive
     /// port was invalidated or its peer process died or closed — within one pass of `loop`.
-    /// - Throws: `.loopEnded` when the loop has ended.
+    /// - Throws: `.loop(.loopEnded)` when the loop has ended.
     public func onInvalidation(on loop: ThreadLoop = .current, _ handler: @escaping @Sendable (SendPort) -> Void) throws(PortError) {
         let notify: @Sendable () -> Void = { [weak self] in
             guard let self else { return }

@@ -25,10 +25,10 @@ struct Exit: Error {
         switch error {
         case .notFound, .nameTaken, .nameTakenElsewhere, .notOwner, .permissionDenied, .limitExceeded, .peerRequirementNotMet: status = 1
         case .invalidName: status = 2
-        case .timedOut: status = 3
+        case .waitTimedOut, .transport(.sendTimedOut), .transport(.receiveTimedOut): status = 3
         case .serverUnavailable: status = 5
         case .connectionLost: status = 5
-        case .addressInUse, .protocolError, .system, .untrustedServer, .serverBusy, .cancelled, .requirementCannotTravel: status = 1
+        case .serverAlreadyRunning, .protocolError, .system, .untrustedServer, .serverBusy, .transport, .requirementCannotTravel: status = 1
         case .activationFailed: status = 1
         }
         message = "\(error)"

@@ -77,7 +77,7 @@ enum QueryCommands {
             let owner = try client.blockingOwner(of: name, waitingUpTo: wait ?? .zero)
             // A name on another node of a cluster: its owner's pid there, and the node.
             say(options.wantsJSON ? JSONLine(owner).text : "\(owner.pid)" + (owner.node.map { "\t\($0)" } ?? ""))
-        } catch .timedOut {
+        } catch .waitTimedOut {
             // For a script, a name that did not come in time is a name not found.
             throw Exit(status: 1, message: "no port was registered as '\(name)' within \(wait ?? .zero)")
         } catch {

@@ -15,7 +15,7 @@ enum PermanentThreadSnippets {
         let worker = PermanentThread(name: "db")           // the OS sees the name
         try worker.run()
         try worker.execute(label: "flush") { flush() }     // fire and forget; throws after stop
-        let rows = try worker.sync { try query() }         // a value back, or the error rethrown
+        let rows = try worker.sync { try query() }         // a value back, or ThreadCallError.body(its error)
         let count = try await worker.submit { countRows() }
         worker.stop()                                      // queued blocks run, then it ends
         _ = flush

@@ -4,7 +4,7 @@ import PermanentThread
 let worker = PermanentThread(name: "db")
 try worker.run()
 try worker.execute(label: "flush") { print("flushing") }   // fire and forget
-let rows = try worker.sync { [1, 2, 3] }                 // a value back, or the error rethrown
+let rows = try worker.sync { [1, 2, 3] }                 // a value back; a thrown error is ThreadCallError.body
 let timer = LoopTimer(after: .milliseconds(10), repeating: .seconds(1)) { _ in print("tick") }
 try worker.loop!.add(timer, forMode: .common)            // timers, observers, sources
 import PortMessaging

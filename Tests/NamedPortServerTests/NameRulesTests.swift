@@ -53,7 +53,7 @@ struct NameRulesTests {
         NameServerError.nameTaken(name: "db", ownerPID: 4242),
         .nameTakenElsewhere(name: "db", node: "east-1", ownerPID: 4242),
         .notFound(name: "db"),
-        .timedOut(operation: "waiting for 'db'"),
+        .waitTimedOut(operation: "waiting for 'db'"),
         .permissionDenied(reason: "uid 65534 may not"),
         .invalidName(name: "a/b", reason: .slash),
         .invalidName(name: "", reason: .empty),

@@ -99,7 +99,7 @@ struct NameServerTests {
         let user = try NameServerClient.blockingConnect(to: directory.address)
 
         let started = ContinuousClock.now
-        #expect(throws: NameServerError.timedOut(operation: "waiting for 'late'")) {
+        #expect(throws: NameServerError.waitTimedOut(operation: "waiting for 'late'")) {
             try user.blockingLookup("late", waitingUpTo: .milliseconds(200))
         }
         #expect(ContinuousClock.now - started >= .milliseconds(200))
@@ -296,7 +296,7 @@ struct NameServerTests {
     @Test func startingOverALiveServerFailsAndOverAStaleSocketSucceeds() throws {
         let directory = TestDirectory()
         let server = try NameServer.start(at: directory.address)
-        #expect(throws: NameServerError.addressInUse(address: directory.address)) {
+        #expect(throws: NameServerError.serverAlreadyRunning(address: directory.address)) {
             try NameServer.start(at: directory.address)
         }
         server.stop()

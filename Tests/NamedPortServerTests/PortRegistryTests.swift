@@ -97,7 +97,7 @@ struct PortRegistryTests {
         registered.broadcast()
         let found = try registry.lookup("late", waitingUpTo: .seconds(20))
         #expect(found.isValid)
-        #expect(throws: NameServerError.timedOut(operation: "waiting for 'never' in the process registry")) {
+        #expect(throws: NameServerError.waitTimedOut(operation: "waiting for 'never' in the process registry")) {
             try registry.lookup("never", waitingUpTo: .milliseconds(20))
         }
     }

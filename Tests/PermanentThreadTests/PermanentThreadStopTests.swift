@@ -144,8 +144,8 @@ struct PermanentThreadStopTests {
         thread.stop()
         #expect(thread.isStopRequested)
         #expect(throws: PermanentThreadError.stopped) { try thread.execute {} }
-        #expect(throws: PermanentThreadError.stopped) { try thread.sync { 1 } }
-        await #expect(throws: PermanentThreadError.stopped) { try await thread.submit { 1 } }
+        #expect(throws: ThreadCallError<Never>.thread(.stopped)) { try thread.sync { 1 } }
+        await #expect(throws: ThreadCallError<Never>.thread(.stopped)) { try await thread.submit { 1 } }
         #expect(throws: PermanentThreadError.stopped) { try thread.run() }
         #expect(thread.loop != nil)  // still reachable, refusing work
     }

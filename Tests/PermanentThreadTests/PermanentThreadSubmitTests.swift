@@ -42,13 +42,13 @@ struct PermanentThreadSubmitTests {
     }
 
     /// Once everything queued on `thread` has run: the cancelled submit's block never ran
-    /// (`ran` is still 0) and the submit threw `CancellationError`.
+    /// (`ran` is still 0) and the submit threw `.cancelledBeforeStart`.
     private func expectNeverRan(
         _ result: Result<Int, any Error>, _ ran: Counter, on thread: PermanentThread
     ) async throws {
         try await thread.submit {}
         #expect(ran.count == 0)
-        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(throws: ThreadCallError<Never>.thread(.cancelledBeforeStart)) { try result.get() }
     }
 
     @Test func aSubmitCancelledWhileQueuedNeverRunsItsBlockAndThrowsCancellation() async throws {

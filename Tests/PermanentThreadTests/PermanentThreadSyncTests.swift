@@ -56,8 +56,8 @@ struct PermanentThreadSyncTests {
             return 7
         }
         #expect(value == 7)
-        #expect(throws: Boom(code: 9)) {
-            try thread.sync { () throws -> Int in usleep(50_000); throw Boom(code: 9) }
+        #expect(throws: ThreadCallError.body(Boom(code: 9))) {
+            try thread.sync { () throws(Boom) -> Int in usleep(50_000); throw Boom(code: 9) }
         }
         #expect(try thread.sync { 8 } == 8)
     }
@@ -87,7 +87,7 @@ struct PermanentThreadSyncTests {
                     for _ in 0..<200 {
                         do {
                             try thread.sync { _ = ran.add(1, ordering: .relaxed) }
-                        } catch PermanentThreadError.stopped {
+                        } catch ThreadCallError<Never>.thread(.stopped) {
                             refused.add(1, ordering: .relaxed)
                         } catch {
                             other.add(1, ordering: .relaxed)

@@ -121,8 +121,8 @@ struct PermanentThreadTests {
     @Test func syncRethrowsTheBlocksError() throws {
         let thread = PermanentThread(name: "sync-throw")
         try thread.run()
-        #expect(throws: Boom(code: 7)) {
-            try thread.sync { () throws -> Int in throw Boom(code: 7) }
+        #expect(throws: ThreadCallError.body(Boom(code: 7))) {
+            try thread.sync { () throws(Boom) -> Int in throw Boom(code: 7) }
         }
         // The thread is fine afterwards.
         #expect(try thread.sync { 1 } == 1)
@@ -164,8 +164,8 @@ struct PermanentThreadTests {
         let ranOn = try await thread.submit { portkit_gettid() }
         #expect(ranOn == expected)
         #expect(try await thread.submit { "value" } == "value")
-        await #expect(throws: Boom(code: 3)) {
-            try await thread.submit { () throws -> Int in throw Boom(code: 3) }
+        await #expect(throws: ThreadCallError.body(Boom(code: 3))) {
+            try await thread.submit { () throws(Boom) -> Int in throw Boom(code: 3) }
         }
         thread.stop()
     }
@@ -174,7 +174,7 @@ struct PermanentThreadTests {
         let thread = PermanentThread(name: "early")
         let ran = Shared<[Int]>([])
         for index in 0..<3 { try thread.execute { ran.update { $0.append(index) } } }
-        #expect(throws: PermanentThreadError.notStarted) { try thread.sync {} }
+        #expect(throws: ThreadCallError<Never>.thread(.notStarted)) { try thread.sync {} }
         #expect(thread.loop == nil)
         try thread.run()
         try thread.run()  // idempotent
@@ -208,7 +208,7 @@ struct PermanentThreadTests {
         #expect(actual >= requested && actual < requested + 256 * 1024, "stack size \(actual)")
 
         let tooSmall = PermanentThread(name: "pt-tiny", stackSize: 1024)
-        #expect(throws: PermanentThreadError.threadCreationFailed(errno: EINVAL)) { try tooSmall.run() }
+        #expect(throws: PermanentThreadError.system(SystemCallError(operation: "pthread_create", errno: EINVAL))) { try tooSmall.run() }
         for thread in [named, long, sized] { thread.stop() }
     }
 

@@ -51,20 +51,20 @@ struct ActorCallTests {
         defer { served.stop() }
         let (names, child, system) = (served.names, served.child, served.system)
 
-        await #expect(throws: NameServerError.notFound(name: "nobody")) {
+        await #expect(throws: PortActorError.names(.notFound(name: "nobody"))) {
             _ = try await system.resolve(name: "nobody", as: Worker.self)
         }
         let thread = PermanentThread(name: "local-worker")
         try thread.run()
         defer { thread.stop() }
         let local = Worker(actorSystem: system, thread: thread)
-        await #expect(throws: NameServerError.nameTaken(name: "worker", ownerPID: child.pid)) {
+        await #expect(throws: PortActorError.names(.nameTaken(name: "worker", ownerPID: child.pid))) {
             try await system.register(local, as: "worker")
         }
-        await #expect(throws: NameServerError.invalidName(name: "two words", reason: .whitespace)) {
+        await #expect(throws: PortActorError.names(.invalidName(name: "two words", reason: .whitespace))) {
             try await system.register(local, as: "two words")
         }
-        await #expect(throws: NameServerError.invalidName(name: "a/b", reason: .slash)) {
+        await #expect(throws: PortActorError.names(.invalidName(name: "a/b", reason: .slash))) {
             _ = try await system.resolve(name: "a/b", as: Worker.self)
         }
         // A refused name leaves nothing behind: the actor takes a good one.

@@ -32,7 +32,7 @@ struct ClusterActorTests {
         // A descriptor cannot cross hosts: refused before anything is sent.
         let fd = open("/dev/null", O_RDONLY)
         defer { close(fd) }
-        await #expect(throws: PortActorError.cannotCrossHosts("a file descriptor")) {
+        await #expect(throws: PortActorError.transport(.cannotCrossHosts("a file descriptor"))) {
             _ = try await worker.read(TransferableDescriptor(fd))
         }
         // One-way calls then a waited one: in order across the relay too.
@@ -41,7 +41,7 @@ struct ClusterActorTests {
         #expect(try await recorder.values() == Array(0..<200))
 
         child.signal(SIGKILL)
-        await #expect(throws: PortActorError.peerDied(worker.id)) { _ = try await worker.pid() }
+        await #expect(throws: PortActorError.transport(.peerDied)) { _ = try await worker.pid() }
     }
 }
 

@@ -204,10 +204,10 @@ struct StoppedLoopScheduleTests {
         stopped.stop()                       // from another thread: returns once it has ended
         let port = ReceivePort()
         defer { port.invalidate() }
-        #expect(throws: PortError.loopEnded) {
+        #expect(throws: PortError.loop(.loopEnded)) {
             try port.schedule(on: stoppedLoop) { Message(id: $0.id, text: "never") }
         }
-        #expect(PortError.loopEnded.description.contains("stopped"))
+        #expect(PortError.loop(.loopEnded).description.contains("ended"))
         #expect(port.isValid)
 
         let running = PermanentThread(name: "running")

@@ -60,7 +60,7 @@ private final class MonitorDrain: Sendable {
             case .starting: nil
             case .running: .success(())
             case .failed(let error): .failure(error)
-            case .ended: .failure(.cancelled)
+            case .ended: .failure(.transport(.cancelled))
             }
         }
         guard let started else { throw BenchmarkError.timedOut("starting a monitor") }

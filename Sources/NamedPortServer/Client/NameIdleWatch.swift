@@ -143,11 +143,11 @@ extension NameRegistration {
     ///   - interval: how long without a client counts as idle.
     ///   - handler: called on the port's loop's thread.
     /// - Returns: the watch, to cancel it; it lasts as long as the port otherwise.
-    /// - Throws: `system(EINVAL)` when the port is not scheduled on a loop.
+    /// - Throws: `transport(.notScheduled)` when the port is not scheduled on a loop.
     @discardableResult
     public func onIdle(after interval: Duration, _ handler: @escaping @Sendable () -> Void) throws(NameServerError) -> NameIdleWatch {
         guard let loop = port.loopScheduledOn else {
-            throw .system(operation: "watch '\(name)' for idleness: its port is not scheduled on a loop", errno: EINVAL)
+            throw .transport(.notScheduled)
         }
         let core = NameIdleWatch.Core(port: port, loop: loop, interval: max(interval, .zero), handler: handler)
         if loop.isCurrent { core.start() } else { try? loop.perform { core.start() } }

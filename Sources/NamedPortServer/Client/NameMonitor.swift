@@ -70,7 +70,7 @@ public final class NameMonitor: Sendable {
             return (port, try port.messages(on: loop), end)
         } catch {
             port.invalidate()
-            throw .system(operation: "receive a monitor's events: \(error)", errno: EINVAL)
+            throw .transport(error)
         }
     }
 }

@@ -4,14 +4,14 @@ extension NameServerClient {
     /// The names the server can start a service for, sorted: each has a service file in
     /// one of its service directories (registered now or not).
     /// - Throws: `protocolError` from a server that predates activation; `permissionDenied`,
-    ///   `timedOut`, `connectionLost`.
+    ///   `transport` (time-outs), `connectionLost`.
     public func blockingActivatableNames() throws(NameServerError) -> [String] {
         var fields = try blockingRequest(NameCall.activatable)
         return Self.names(try fields.string())
     }
 
     /// `blockingActivatableNames()`, suspending while the server answers.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func activatableNames() async throws(NameServerError) -> [String] {
         var fields = try await request(NameCall.activatable)
         return Self.names(try fields.string())

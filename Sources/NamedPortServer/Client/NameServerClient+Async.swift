@@ -9,7 +9,7 @@ import PortMessaging
 ///
 /// No thread waits: each request is PortMessaging's async request, whose reply is handed
 /// to the task by the loop that reads it. Cancelling the task ends the wait at once with
-/// `NameServerError.cancelled`; an answer that comes later is dropped (a lookup's port is
+/// `NameServerError.transport(.cancelled)`; an answer that comes later is dropped (a lookup's port is
 /// closed, so the owner sees the connection end).
 extension NameServerClient {
     /// `blockingConnect(to:timeout:trustedServerUsers:reconnectingOn:)` for a task. The socket's
@@ -17,7 +17,7 @@ extension NameServerClient {
     /// waits up to `timeout`), and the hello's answer is taken by the first call, as in the
     /// blocking form; with `reconnectingOn` it is waited for here, suspending the task. It
     /// neither starts a server nor waits for one to appear: the blocking form does both.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public static func connect(
         to address: String? = nil, timeout: Duration = .seconds(10), trustedServerUsers: Set<UInt32> = [],
         reconnectingOn supervisor: ThreadLoop? = nil
@@ -63,7 +63,7 @@ extension NameServerClient {
     ///   - ifTaken: what to do when another connection holds the name.
     ///   - replaceable: whether a later `register(…, ifTaken: .replace)` may take it.
     ///   - requirement: whom lookups of the name must come from.
-    /// - Throws: as the blocking form; `cancelled` (the name may then be registered or not:
+    /// - Throws: as the blocking form; `transport(.cancelled)` (the name may then be registered or not:
     ///   `unregister` it, or close the client, to be sure).
     @discardableResult
     public func register(
@@ -85,7 +85,7 @@ extension NameServerClient {
     }
 
     /// `blockingUnregister(_:)`, suspending while the server answers.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func unregister(_ name: String) async throws(NameServerError) {
         let call = try NameCall.unregister(name)
         if forgetWhileAway(name) { return }
@@ -95,7 +95,7 @@ extension NameServerClient {
 
     /// `blockingLookup(_:waitingUpTo:)`, suspending while the name is waited for: a send port
     /// connected to the owner's port.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func lookup(_ name: String, waitingUpTo wait: Duration? = .zero) async throws(NameServerError) -> SendPort {
         var fields = try await request(try NameCall.lookup(.lookup, name, wait))
         _ = try fields.owner(named: name)
@@ -103,14 +103,14 @@ extension NameServerClient {
     }
 
     /// `blockingOwner(of:waitingUpTo:)`, suspending while the name is waited for.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func owner(of name: String, waitingUpTo wait: Duration? = .zero) async throws(NameServerError) -> NameOwner {
         var fields = try await request(try NameCall.lookup(.owner, name, wait))
         return try fields.ownerWithNode(named: name)
     }
 
     /// `blockingList()`, suspending while the server answers.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func list() async throws(NameServerError) -> [NameOwner] {
         var fields = try await request(NameCall.list)
         return try fields.ownersHereAndElsewhere()
@@ -119,14 +119,14 @@ extension NameServerClient {
     /// `blockingWatch(prefix:)` for a task: `for try await event in try await names.watch(prefix: "db.")`.
     /// Its events come to a port on the process's shared reply loop, so no thread of the
     /// caller's needs to run a loop; iterating it suspends until the next event.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func watch(prefix: String = "") async throws(NameServerError) -> NameWatch {
         try NameRules.validatePrefix(prefix)
         return try await startWatch(prefix, exact: false, on: sharedLoop())
     }
 
     /// `blockingWatch(name:)` for a task, as `watch(prefix:)`.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func watch(name: String) async throws(NameServerError) -> NameWatch {
         try NameRules.validate(name)
         return try await startWatch(name, exact: true, on: sharedLoop())
@@ -153,7 +153,7 @@ extension NameServerClient {
 
     private func sharedLoop() throws(NameServerError) -> ThreadLoop {
         do { return try SharedReplyLoop.loop() } catch {
-            throw .system(operation: "start the reply thread for the watch", errno: EAGAIN)
+            throw .transport(error)
         }
     }
 }

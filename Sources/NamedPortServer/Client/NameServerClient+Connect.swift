@@ -26,7 +26,7 @@ extension NameServerClient {
             _ = try NameServer.embedded(at: address)
         } catch {
             // Another process started one at the same moment: use that one.
-            guard case .addressInUse = error else { throw error }
+            guard case .serverAlreadyRunning = error else { throw error }
         }
         return try connectOnce(address, timeout: timeout, trustedServerUsers, awaitingHello: awaitingHello)
     }
@@ -140,10 +140,10 @@ extension NameServerClient {
         case .noListener:
             let reason = (try? FileSystem.status(address)) == nil ? "no socket file" : "connection refused: the server is gone"
             return .serverUnavailable(address: address, reason: reason)
-        case .sendTimedOut: return .timedOut(operation: "connecting to \(address) (its backlog is full)")
-        case .system(_, let errno) where errno == EACCES || errno == EPERM:
-            return .permissionDenied(reason: "cannot connect to \(address): \(Errno(rawValue: errno))")
-        case .system(let operation, let errno): return .serverUnavailable(address: address, reason: "\(operation): \(Errno(rawValue: errno))")
+        case .sendTimedOut: return .transport(error)
+        case .system(let failure) where failure.errno == EACCES || failure.errno == EPERM:
+            return .permissionDenied(reason: "cannot connect to \(address): \(Errno(rawValue: failure.errno))")
+        case .system(let failure): return .serverUnavailable(address: address, reason: "\(failure.operation): \(Errno(rawValue: failure.errno))")
         default: return .serverUnavailable(address: address, reason: "\(error)")
         }
     }

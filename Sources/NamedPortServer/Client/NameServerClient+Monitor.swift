@@ -14,13 +14,13 @@ extension NameServerClient {
     /// is not reported to it.
     /// - Throws: `permissionDenied`, `invalidName` (a bad name or prefix),
     ///   `limitExceeded` (too many monitors on the connection), `protocolError` (a server
-    ///   that predates monitors), `connectionLost`, `cancelled`.
+    ///   that predates monitors), `connectionLost`, `transport(.cancelled)`.
     public func monitor(_ patterns: [String]) async throws(NameServerError) -> NameMonitor {
         guard !patterns.isEmpty else { throw .protocolError("a monitor needs at least one name or prefix") }
         for pattern in patterns { try NameMonitor.validate(pattern: pattern) }
         let loop: ThreadLoop
         do { loop = try SharedReplyLoop.loop() } catch {
-            throw .system(operation: "start the reply thread for the monitor", errno: EAGAIN)
+            throw .transport(error)
         }
         let (port, messages, end) = try NameMonitor.receiving(on: loop, address: address)
         do throws(NameServerError) {
@@ -45,7 +45,7 @@ extension NameServerClient {
     }
 
     /// `blockingStatus(of:)`, suspending while the server answers.
-    /// - Throws: as the blocking form; `cancelled`.
+    /// - Throws: as the blocking form; `transport(.cancelled)`.
     public func status(of name: String) async throws(NameServerError) -> NameOwnerStatus {
         var fields = try await request(try NameCall.nameStatus(name))
         return try NameOwnerStatusFields.decode(name, &fields)

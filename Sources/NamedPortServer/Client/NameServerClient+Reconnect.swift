@@ -33,7 +33,7 @@ extension NameServerClient {
             try connection.port.onInvalidation(on: supervisor) { [weak self] _ in self?.pump(.serverClosed) }
         } catch {
             connection.port.invalidate()
-            throw .system(operation: "watching the server's connection on the loop '\(supervisor.name)', which has ended", errno: EINVAL)
+            throw .transport(error)
         }
     }
 
@@ -217,7 +217,7 @@ extension NameServerClient {
                 forget(registration, as: .takenByAnother(ownerPID: pid))
             } catch .connectionLost {
                 return
-            } catch .timedOut {
+            } catch .transport(.sendTimedOut), .transport(.receiveTimedOut) {
                 // A server that does not answer is taken for gone: the next connection registers it.
                 return connection.port.invalidate()
             } catch {
@@ -279,7 +279,7 @@ extension NameServerClient {
             return true
         } catch .connectionLost {
             return false
-        } catch .timedOut {
+        } catch .transport(.sendTimedOut), .transport(.receiveTimedOut) {
             connection.port.invalidate()
             return false
         } catch {

@@ -129,12 +129,12 @@ public final class NameServerClient: Sendable {
     /// - Throws: `serverUnavailable` (with the address and how to start a server),
     ///   `untrustedServer` (naming the address and the owner found), `permissionDenied`
     ///   (the socket refuses this user), `serverBusy` (the server closed at once, out of
-    ///   descriptors), `timedOut` (its backlog stayed full), `system` (the `reconnectingOn`
-    ///   loop has ended). The first call (with `reconnectingOn`, `connect`) throws what the
+    ///   descriptors), `transport(.sendTimedOut)` (its backlog stayed full), `transport` (the
+    ///   `reconnectingOn` loop has ended). The first call (with `reconnectingOn`, `connect`) throws what the
     ///   hello's answer says:
     ///   `permissionDenied` (the server's policy refuses this user), `serverBusy` (at its
     ///   connection limit or out of descriptors), `protocolError` (not a PortKit name
-    ///   server of this protocol version), `timedOut` (no answer to the hello in time).
+    ///   server of this protocol version), `transport(.receiveTimedOut)` (no answer to the hello in time).
     public static func blockingConnect(
         to address: String? = nil, timeout: Duration = .seconds(10), startingServerIfNeeded: Bool = false,
         trustedServerUsers: Set<UInt32> = [], waitingForServer: Duration? = .zero, reconnectingOn supervisor: ThreadLoop? = nil
@@ -201,12 +201,10 @@ public final class NameServerClient: Sendable {
     /// What a failed request means for a name server client.
     static func requestError(_ error: PortError, address: String, what: String) -> NameServerError {
         switch error {
-        case .cancelled: return .cancelled
         case .peerDied, .invalidPort, .noReply: return .connectionLost(address: address)
         case .receiverOutOfDescriptors: return .serverBusy(address: address, reason: "out of descriptors for the request's port")
-        case .sendTimedOut, .receiveTimedOut: return .timedOut(operation: what)
-        case .system(let operation, let errno): return .system(operation: operation, errno: errno)
-        default: return .protocolError("\(what): \(error)")
+        case .malformed: return .protocolError("\(what): \(error)")
+        default: return .transport(error)
         }
     }
 
@@ -242,7 +240,7 @@ public final class NameServerClient: Sendable {
     ///   (a reconnecting client registers it again after a server restart).
     /// - Throws: `nameTaken` (with the owner's pid; with `.replace`, an owner that did not
     ///   allow it), `nameTakenElsewhere` (a cluster name another node holds), `invalidName`,
-    ///   `requirementCannotTravel`, `permissionDenied`, `limitExceeded`, `timedOut`,
+    ///   `requirementCannotTravel`, `permissionDenied`, `limitExceeded`, `transport` (time-outs),
     ///   `connectionLost`, `serverUnavailable` (while reconnecting).
     @discardableResult
     public func blockingRegister(
@@ -267,7 +265,7 @@ public final class NameServerClient: Sendable {
     /// While a reconnecting client is away from its server, the name is only forgotten
     /// (it is not registered again).
     /// - Throws: `notFound`, `notOwner` (another connection holds it), `invalidName`,
-    ///   `timedOut`, `connectionLost`.
+    ///   `transport` (time-outs), `connectionLost`.
     public func blockingUnregister(_ name: String) throws(NameServerError) {
         let call = try NameCall.unregister(name)
         if forgetWhileAway(name) { return }
@@ -296,7 +294,7 @@ public final class NameServerClient: Sendable {
     /// lookup returns as soon as someone registers it: no start-up race between a
     /// server and its clients. `.zero` (the default) answers at once; `nil` waits as long
     /// as it takes (up to the server's limit, a day), as a `nil` time-out does everywhere.
-    /// - Throws: `notFound` (no wait), `timedOut` (the wait passed), `invalidName`,
+    /// - Throws: `notFound` (no wait), `waitTimedOut` (the wait passed), `invalidName`,
     ///   `permissionDenied`, `limitExceeded` (too many waiting lookups), `serverBusy`,
     ///   `connectionLost`.
     public func blockingLookup(_ name: String, waitingUpTo wait: Duration? = .zero) throws(NameServerError) -> SendPort {
@@ -321,7 +319,7 @@ public final class NameServerClient: Sendable {
     /// Every registered name with its owner, sorted by name. At a cluster's node, the
     /// names other nodes hold too (their `NameOwner.node` set), except one a client of this
     /// server holds as well, which shows as this host's.
-    /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
+    /// - Throws: `permissionDenied`, `transport` (time-outs), `connectionLost`.
     public func blockingList() throws(NameServerError) -> [NameOwner] {
         var fields = try blockingRequest(NameCall.list)
         return try fields.ownersHereAndElsewhere()
@@ -331,14 +329,14 @@ public final class NameServerClient: Sendable {
     /// current owners first, then every change. At a cluster's node, the names other nodes
     /// hold are watched too, with their `NameOwner.node` set (as `list` shows them).
     /// - Throws: `invalidName` (the prefix breaks the name rules), `limitExceeded`,
-    ///   `permissionDenied`, `timedOut`, `connectionLost`.
+    ///   `permissionDenied`, `transport` (time-outs), `connectionLost`.
     public func blockingWatch(prefix: String = "") throws(NameServerError) -> NameWatch {
         try NameRules.validatePrefix(prefix)
         return try startWatch(prefix, exact: false)
     }
 
     /// Watches one name: its owner now (if any), then each time it appears or vanishes.
-    /// - Throws: `invalidName`, `limitExceeded`, `permissionDenied`, `timedOut`, `connectionLost`.
+    /// - Throws: `invalidName`, `limitExceeded`, `permissionDenied`, `transport` (time-outs), `connectionLost`.
     public func blockingWatch(name: String) throws(NameServerError) -> NameWatch {
         try NameRules.validate(name)
         return try startWatch(name, exact: true)

@@ -63,7 +63,7 @@ extension NameWatch: AsyncSequence {
     /// Each event of the watch, in order: `for try await event in watch { … }`.
     public typealias Element = NameEvent
     /// Why the events ended: the server went (`connectionLost`), too many were left unread
-    /// (`limitExceeded`), or the iterating task was cancelled (`cancelled`).
+    /// (`limitExceeded`), or the iterating task was cancelled (`transport(.cancelled)`).
     public typealias Failure = NameServerError
 
     /// Iterates a watch's events.
@@ -158,10 +158,14 @@ final class WatchEvents: Sendable {
         self.text = text
         self.exact = exact
         self.client = ClientReference(client: client)
-        do {
-            self.loop = try loop ?? ThreadLoop.forCurrentThread()
-        } catch {
-            throw .system(operation: "a loop for the watch's port: \(error)", errno: EMFILE)
+        if let loop {
+            self.loop = loop
+        } else {
+            do throws(ThreadLoopError) {
+                self.loop = try ThreadLoop.forCurrentThread()
+            } catch {
+                throw .transport(.loop(error))
+            }
         }
         let port = try makePort(generation: 0)
         current.withLock { $0 = port }
@@ -206,7 +210,7 @@ final class WatchEvents: Sendable {
                 return nil
             }
         } catch {
-            throw .system(operation: "schedule the watch's port: \(error)", errno: EINVAL)
+            throw .transport(error)
         }
         return port
     }
@@ -317,11 +321,11 @@ final class WatchEvents: Sendable {
 
     /// The next event, suspending the task until it comes (no thread waits: the watch's
     /// loop resumes it); `nil` once the watch is cancelled.
-    /// - Throws: `cancelled` when the task is, and what `next(deadline:)` throws.
+    /// - Throws: `transport(.cancelled)` when the task is, and what `next(deadline:)` throws.
     func nextEvent() async throws(NameServerError) -> NameEvent? {
         while true {
             if let outcome = queue.withLock(Self.take) { return try outcome.get() }
-            if Task.isCancelled { throw .cancelled }
+            if Task.isCancelled { throw .transport(.cancelled) }
             let number = queue.withLock { queue -> UInt64 in
                 defer { queue.nextTask += 1 }
                 return queue.nextTask

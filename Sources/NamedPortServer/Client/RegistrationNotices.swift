@@ -24,7 +24,7 @@ extension NameServerClient {
             }
         } catch {
             notices.invalidate()
-            throw .system(operation: "schedule a registration's notice port: \(error)", errno: EINVAL)
+            throw .transport(error)
         }
         return registration
     }

@@ -48,7 +48,7 @@ final class ServerGreeting: Sendable {
     /// Sends the hello on `server`, whose listening socket `peerPID` made, and returns
     /// without waiting for its answer.
     /// - Throws: what a hello that could not be sent means (`serverBusy` when the server
-    ///   closed at once, `timedOut` when its backlog stayed full).
+    ///   closed at once, `transport(.sendTimedOut)` when its backlog stayed full).
     static func sayHello(on server: SendPort, peerPID: Int32, address: String, timeout: Duration) throws(NameServerError) -> ServerGreeting {
         let hello = NameServerClient.helloCall(address)
         do {
@@ -78,7 +78,7 @@ final class ServerGreeting: Sendable {
     /// The server's pid, taking the hello's answer if no call has yet, waiting for it
     /// until `timeout` after the hello was sent (`.zero`: only if it is in).
     /// - Throws: the refusal (`protocolError`, `permissionDenied`, `serverBusy`), or
-    ///   `timedOut` when the answer did not come in time (a later call may take it still).
+    ///   `transport(.receiveTimedOut)` when the answer did not come in time (a later call may take it still).
     func settle(timeout: Duration, address: String) throws(NameServerError) -> Int32 {
         /// What this caller does: return the answer, or take it.
         enum Turn {
@@ -100,7 +100,7 @@ final class ServerGreeting: Sendable {
         switch turn {
         case .answered(let outcome)?: return try outcome.get()
         case .take(let request)?: sent = request
-        case nil: throw .timedOut(operation: NameServerClient.helloCall(address).what)
+        case nil: throw .transport(.receiveTimedOut)
         }
         let outcome: Result<Int32, NameServerError>
         do {
@@ -111,7 +111,7 @@ final class ServerGreeting: Sendable {
         } catch .receiveTimedOut {
             state.withLock { $0 = .pending(sent) }
             state.broadcast()
-            throw .timedOut(operation: NameServerClient.helloCall(address).what)
+            throw .transport(.receiveTimedOut)
         } catch {
             outcome = .failure(NameServerClient.helloError(error, address: address, serverPID: peerPID))
         }
@@ -152,7 +152,7 @@ extension NameServerClient {
         } catch {
             if case .success(let message) = reply { message.discardAttachments() }
             // No answer to the hello yet: the call's own failure says more.
-            if case .timedOut = error, case .failure(let failure) = reply { throw requestError(failure, address: address, what: what) }
+            if case .transport(.receiveTimedOut) = error, case .failure(let failure) = reply { throw requestError(failure, address: address, what: what) }
             throw error
         }
     }

@@ -1,5 +1,6 @@
 import PermanentThread
 import PortKitSystem
+import PortMessaging
 
 /// Why a name operation failed: every refusal of the registry, the name server or its
 /// client is one of these, so a caller can match the case it cares about.
@@ -10,9 +11,11 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     case nameTakenElsewhere(name: String, node: String, ownerPID: Int32)
     /// No port is registered under the name.
     case notFound(name: String)
-    /// The operation did not finish in time (`lookup` waiting for a name, a reply from the
-    /// server, a connection); `operation` says which.
-    case timedOut(operation: String)
+    /// A wait of the name layer's own ran out: a lookup waiting for a name to be
+    /// registered (at the server or in the process registry), or a call to the name
+    /// server's thread; `operation` says which. (A server that does not answer in time is
+    /// `.transport(.sendTimedOut)` or `.transport(.receiveTimedOut)`.)
+    case waitTimedOut(operation: String)
     /// The server refused the caller: another user (SO_PEERCRED) than its policy allows,
     /// or the socket or its directory is not accessible to the caller.
     case permissionDenied(reason: String)
@@ -26,7 +29,7 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A per-connection limit (names, watches, waiting lookups, connections) is reached.
     case limitExceeded(what: String, limit: Int)
     /// A live name server already listens at `address`; it is never displaced.
-    case addressInUse(address: String)
+    case serverAlreadyRunning(address: String)
     /// The connection to the server ended (the server stopped, or the client was closed).
     case connectionLost(address: String)
     /// The peer broke the name protocol (a malformed or unexpected frame).
@@ -39,11 +42,15 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The server at `address` is out of resources (descriptors, or its connection
     /// limit) and turned the request or the connection away; trying again later may work.
     case serverBusy(address: String, reason: String)
-    /// A system call failed.
-    case system(operation: String, errno: Int32)
-    /// The task awaiting an async call was cancelled: the wait ended at once, and a late
-    /// answer is dropped (a lookup's port is closed).
-    case cancelled
+    /// A system call of the name server's own failed (making its socket's directory,
+    /// binding its socket, ...).
+    case system(SystemCallError)
+    /// The port layer failed a call to the server in a way that means nothing more for
+    /// names: `.cancelled` (the awaiting task was cancelled: the wait ended at once, and a
+    /// late answer is dropped, a lookup's port closed), `.sendTimedOut` or
+    /// `.receiveTimedOut` (the server did not answer in time), a failed system call, ...
+    /// A lost connection, an absent server and a busy one have cases of their own.
+    case transport(PortError)
     /// The owner of `name` declared a peer requirement (`PeerRequirement`, given to
     /// `register`) that this process does not meet; `reason` says which rule failed. No
     /// connection to the owner was made.
@@ -54,6 +61,11 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
     /// `name` is activatable (a service file names it) and was absent, and the service
     /// started for it did not register it: `reason` says how the start failed.
     case activationFailed(name: String, reason: NameActivationFailure)
+
+    /// The failure of the name server's system call `operation` with `errno`.
+    public static func system(operation: String, errno: Int32) -> NameServerError {
+        .system(SystemCallError(operation: operation, errno: errno))
+    }
 
     /// Why a name is refused.
     public enum InvalidNameReason: Hashable, Sendable, CustomStringConvertible {
@@ -93,7 +105,7 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "name '\(name)' is taken by process \(pid) on node \(node)"
         case .notFound(let name):
             return "no port is registered as '\(name)'"
-        case .timedOut(let operation):
+        case .waitTimedOut(let operation):
             return "timed out: \(operation)"
         case .permissionDenied(let reason):
             return "permission denied: \(reason)"
@@ -105,20 +117,20 @@ public enum NameServerError: Error, Hashable, Sendable, CustomStringConvertible 
             return "name '\(name)' belongs to process \(pid); only its owner can release it"
         case .limitExceeded(let what, let limit):
             return "limit reached: at most \(limit) \(what)"
-        case .addressInUse(let address):
+        case .serverAlreadyRunning(let address):
             return "a name server is already running at \(address)"
         case .connectionLost(let address):
             return "the connection to the name server at \(address) ended"
         case .protocolError(let detail):
             return "name protocol error: \(detail)"
-        case .system(let operation, let errno):
-            return "\(operation) failed: \(Errno(rawValue: errno))"
+        case .system(let failure):
+            return "\(failure)"
         case .untrustedServer(let address, let owner, let reason):
             return "not trusting the name server at \(address): \(reason) (owner uid \(owner))"
         case .serverBusy(let address, let reason):
             return "the name server at \(address) is busy: \(reason); try again later"
-        case .cancelled:
-            return "the waiting task was cancelled"
+        case .transport(let error):
+            return "\(error)"
         case .peerRequirementNotMet(let name, let reason):
             return "the owner of '\(name)' refuses this process: \(reason)"
         case .requirementCannotTravel(let requirement):

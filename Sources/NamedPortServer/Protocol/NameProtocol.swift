@@ -246,7 +246,7 @@ enum NameReply {
         case .nameTaken(let name, let pid): (.nameTaken, [F.string(name), F.integer(pid)])
         case .nameTakenElsewhere(let name, let node, let pid): (.takenElsewhere, [F.string(name), F.string(node), F.integer(pid)])
         case .notFound(let name): (.notFound, [F.string(name)])
-        case .timedOut(let operation): (.timedOut, [F.string(operation)])
+        case .waitTimedOut(let operation): (.timedOut, [F.string(operation)])
         case .permissionDenied(let reason): (.permissionDenied, [F.string(reason)])
         case .invalidName(let name, let reason): (.invalidName, invalidNameFields(name, reason))
         case .notOwner(let name, let pid): (.notOwner, [F.string(name), F.integer(pid)])
@@ -255,7 +255,7 @@ enum NameReply {
         case .serverBusy(_, let reason): (.busy, [F.string(reason)])
         case .peerRequirementNotMet(let name, let reason): (.requirementNotMet, [F.string(name), F.string(reason)])
         case .activationFailed(let name, let reason): (.activationFailed, [F.string(name)] + reason.fields)
-        case .serverUnavailable, .addressInUse, .connectionLost, .system, .untrustedServer, .cancelled, .requirementCannotTravel:
+        case .serverUnavailable, .serverAlreadyRunning, .connectionLost, .system, .untrustedServer, .transport, .requirementCannotTravel:
             (.badRequest, [F.string(error.description)])
         }
         return Message(id: status.rawValue, components: fields)
@@ -282,7 +282,7 @@ enum NameReply {
             case .ok: return .protocolError("an ok reply is not an error")
             case .nameTaken: return .nameTaken(name: try fields.string(), ownerPID: try fields.pid())
             case .notFound: return .notFound(name: try fields.string())
-            case .timedOut: return .timedOut(operation: try fields.string())
+            case .timedOut: return .waitTimedOut(operation: try fields.string())
             case .permissionDenied: return .permissionDenied(reason: try fields.string())
             case .invalidName:
                 let name = String(decoding: try fields.bytes(), as: UTF8.self)

@@ -91,11 +91,11 @@ public final class PortRegistry: Sendable {
     }
 
     /// The port registered under `name`, waiting up to `wait` for it to be registered.
-    /// - Throws: `timedOut` when no valid port is registered within `wait`; `invalidName`.
+    /// - Throws: `waitTimedOut` when no valid port is registered within `wait`; `invalidName`.
     public func lookup(_ name: String, waitingUpTo wait: Duration) throws(NameServerError) -> SendPort {
         try NameRules.validate(name)
         let found = entries.wait(until: .now + wait) { entries in Self.valid(name, in: &entries) }
-        guard let found else { throw .timedOut(operation: "waiting for '\(name)' in the process registry") }
+        guard let found else { throw .waitTimedOut(operation: "waiting for '\(name)' in the process registry") }
         return found
     }
 

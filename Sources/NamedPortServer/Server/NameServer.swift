@@ -197,7 +197,7 @@ public final class NameServer: Sendable {
             throw .connectionLost(address: address)
         }
         guard let value = result.wait(until: .now + .seconds(30), { $0 }) else {
-            throw .timedOut(operation: "asking the name server thread")
+            throw .waitTimedOut(operation: "asking the name server thread")
         }
         return value
     }

@@ -57,7 +57,7 @@ struct ServerStatistics {
     /// Counts and reports a refused request; answers that are not refusals are ignored.
     mutating func refused(_ error: NameServerError, pid: Int32, uid: UInt32) {
         switch error {
-        case .notFound, .timedOut: return
+        case .notFound, .waitTimedOut: return
         default: break
         }
         refusedRequests += 1
@@ -100,7 +100,7 @@ extension NameServerStatus {
 
 extension NameServerClient {
     /// What the server holds and has refused since it started.
-    /// - Throws: `permissionDenied`, `timedOut`, `connectionLost`.
+    /// - Throws: `permissionDenied`, `transport` (time-outs), `connectionLost`.
     public func status() throws(NameServerError) -> NameServerStatus {
         var fields = try blockingRequest(.status, [], describing: "asking for the status")
         return try NameServerStatus(&fields)

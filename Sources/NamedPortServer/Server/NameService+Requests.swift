@@ -301,8 +301,8 @@ extension NameService {
     ) -> Bool {
         do {
             try pending.answer(ok(fields), timeout: .zero)
-        } catch .system(let operation, let errno) where errno == EMFILE || errno == ENFILE {
-            refuse(pending, .serverBusy(address: address, reason: "out of descriptors for a connection to '\(name)' (\(operation))"), client)
+        } catch .system(let failure) where failure.errno == EMFILE || failure.errno == ENFILE {
+            refuse(pending, .serverBusy(address: address, reason: "out of descriptors for a connection to '\(name)' (\(failure.operation))"), client)
         } catch .peerDied where !owner.isValid {
             return false
         } catch .sendTimedOut {
@@ -328,7 +328,7 @@ extension NameService {
         let timer = LoopTimer(after: .milliseconds(Int64(milliseconds))) { [unowned self] _ in
             guard let waiter = self.table.removeWaiter(id), let client = self.clients[waiter.client] else { return }
             waiter.waiting.end()
-            self.refuse(waiter.waiting.reply, .timedOut(operation: "waiting for '\(waiter.name)'"), client)
+            self.refuse(waiter.waiting.reply, .waitTimedOut(operation: "waiting for '\(waiter.name)'"), client)
         }
         lookup.timer = timer
         try? loop.add(timer, forMode: .default)

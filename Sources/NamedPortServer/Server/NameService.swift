@@ -95,7 +95,7 @@ final class NameService: @unchecked Sendable {
                 self.receive(message, pending)
             }
         } catch {
-            throw .system(operation: "schedule the name server's port: \(error)", errno: EINVAL)
+            throw .transport(error)
         }
     }
 

@@ -22,7 +22,7 @@ struct ServerListener {
     static let backlog: CInt = 4096
 
     /// Makes `port` listen at `address`, replacing a stale socket file.
-    /// - Throws: `addressInUse` for a live server, `permissionDenied` for a directory
+    /// - Throws: `serverAlreadyRunning` for a live server, `permissionDenied` for a directory
     ///   that is not private, `system` for other failures.
     static func listen(_ port: ReceivePort, at address: String, policy: NameServerPolicy) throws(NameServerError) -> ServerListener {
         guard address.utf8.count <= UnixSocket.maxPathBytes else {
@@ -38,8 +38,8 @@ struct ServerListener {
             } catch {
                 switch error {
                 case .addressInUse: throw addressTaken(address)
-                case .system(let operation, let errno): throw .system(operation: operation, errno: errno)
-                default: throw .system(operation: "listen at \(address): \(error)", errno: EINVAL)
+                case .system(let failure): throw .system(failure)
+                default: throw .transport(error)
                 }
             }
             return ServerListener(address: address, lock: lock)
@@ -51,13 +51,13 @@ struct ServerListener {
 
     /// Makes `port` listen on a listening socket made by someone else (systemd socket
     /// activation).
-    /// - Throws: `system(EINVAL)` if it is not a listening Unix stream socket.
+    /// - Throws: `system` or `transport` if it is not a listening Unix stream socket.
     static func listen(_ port: ReceivePort, onSocket descriptor: CInt) throws(NameServerError) -> ServerListener {
         do {
             try port.listen(onSocket: descriptor)
         } catch {
-            if case .system(let operation, let errno) = error { throw .system(operation: operation, errno: errno) }
-            throw .system(operation: "listen on descriptor \(descriptor): \(error)", errno: EINVAL)
+            if case .system(let failure) = error { throw .system(failure) }
+            throw .transport(error)
         }
         return ServerListener(address: port.listeningAddress?.description ?? "descriptor \(descriptor)", lock: nil)
     }
@@ -73,7 +73,7 @@ struct ServerListener {
     /// Why the address is taken, with the lock held: a live server (one that does not use
     /// the lock, such as systemd's socket), or a file that is not a socket, which stays.
     private static func addressTaken(_ address: String) -> NameServerError {
-        guard case .notASocket? = try? UnixSocket.probe(address) else { return .addressInUse(address: address) }
+        guard case .notASocket? = try? UnixSocket.probe(address) else { return .serverAlreadyRunning(address: address) }
         return .system(operation: "bind \(address) (not a socket: the file there is left alone)", errno: EEXIST)
     }
 
@@ -92,7 +92,7 @@ struct ServerListener {
             }
             guard locked else {
                 try? lock.close()
-                throw .addressInUse(address: address)
+                throw .serverAlreadyRunning(address: address)
             }
             if let held = try? FileSystem.status(lock), let named = try? FileSystem.status(path), held.isSameFile(as: named) {
                 return lock

@@ -13,8 +13,9 @@ public enum ThreadLoopError: Error, Hashable, Sendable, CustomStringConvertible 
     case invalidated
     /// The descriptor is already watched by another source of this loop.
     case descriptorAlreadyWatched(CInt)
-    /// A system call failed; `errno` says why.
-    case system(operation: String, errno: CInt)
+    /// A system call the loop made failed (its poller could not be made, a descriptor
+    /// could not be watched).
+    case system(SystemCallError)
 
     /// A one-line explanation.
     public var description: String {
@@ -24,11 +25,11 @@ public enum ThreadLoopError: Error, Hashable, Sendable, CustomStringConvertible 
         case .scheduledOnAnotherLoop: "the item is already scheduled on another loop"
         case .invalidated: "the item was invalidated"
         case .descriptorAlreadyWatched(let fd): "descriptor \(fd) is already watched by a source of this loop"
-        case .system(let operation, let errno): "\(operation) failed: \(Errno(rawValue: errno))"
+        case .system(let failure): "\(failure)"
         }
     }
 
     init(_ operation: String, _ errno: Errno) {
-        self = .system(operation: operation, errno: errno.rawValue)
+        self = .system(SystemCallError(operation, errno))
     }
 }

@@ -86,7 +86,7 @@ public final class PermanentThread: Sendable {
     /// any thread, even concurrently) does nothing more.
     ///
     /// Blocks executed before `run()` are kept and run first, in order.
-    /// - Throws: `.threadCreationFailed` when the OS refuses the thread (or the stack size),
+    /// - Throws: `.system` (`pthread_create`) when the OS refuses the thread (or the stack size),
     ///   `.loop` when its run loop cannot be made (out of descriptors), `.stopped` after
     ///   `stop()`: a stopped thread does not start again.
     public func run() throws(PermanentThreadError) {
@@ -154,7 +154,7 @@ public final class PermanentThread: Sendable {
         try core.executeSlowly(label: label, block)
     }
 
-    /// Runs `body` on the thread and waits for it: returns its value or rethrows its error
+    /// Runs `body` on the thread and waits for it: returns its value or throws its error
     /// (`performSelector:onThread:withObject:waitUntilDone:YES`).
     ///
     /// Called on the thread itself, `body` runs at once, inline: no self-deadlock. Two
@@ -163,21 +163,33 @@ public final class PermanentThread: Sendable {
     ///   - label: a name for the work, shown by the stall monitor if it stalls.
     ///   - body: the work; it may capture non-`Sendable` state, since the caller is
     ///     blocked while it runs.
-    /// - Throws: what `body` throws; `PermanentThreadError.stopped` after `stop()`, or
-    ///   `.notStarted` before `run()` (waiting would never end) — then `body` does not run.
-    public func sync<T>(label: String? = nil, _ body: () throws -> T) throws -> T {
-        if core.isCurrent { return try body() }
+    /// - Throws: `.body` with what `body` throws; `.thread(.stopped)` after `stop()`, or
+    ///   `.thread(.notStarted)` before `run()` (waiting would never end) — then `body` does
+    ///   not run.
+    public func sync<T, Failure: Error>(
+        label: String? = nil, _ body: () throws(Failure) -> T
+    ) throws(ThreadCallError<Failure>) -> T {
+        if core.isCurrent { return try Self.run(body) }
         guard let loop = core.loop else {
-            throw core.isStopRequested ? PermanentThreadError.stopped : .notStarted
+            throw .thread(core.isStopRequested ? .stopped : .notStarted)
         }
         // The job's context is on this stack; the rest is the calling thread's `SyncSlot`.
-        var result: Result<T, any Error>?
-        do {
-            try SyncSlot.call(on: loop, label: label) { result = Result { try body() } }
+        var result: Result<T, ThreadCallError<Failure>>?
+        do throws(ThreadLoopError) {
+            try SyncSlot.call(on: loop, label: label) { result = Result { () throws(ThreadCallError<Failure>) in try Self.run(body) } }
         } catch {
-            throw PermanentThreadError.stopped
+            throw .thread(.stopped)
         }
         return try result.unsafelyUnwrapped.get()
+    }
+
+    /// Runs `body`, its error as the call's `.body`.
+    private static func run<T, Failure: Error>(_ body: () throws(Failure) -> T) throws(ThreadCallError<Failure>) -> T {
+        do throws(Failure) {
+            return try body()
+        } catch {
+            throw .body(error)
+        }
     }
 
     /// Runs `body` on the thread and suspends until it returns: `try await thread.submit { … }`.
@@ -186,29 +198,29 @@ public final class PermanentThread: Sendable {
     ///
     /// **Cancellation.** If the awaiting task is cancelled before the block starts (while it
     /// waits behind other work, or before it is submitted), the block never runs and this
-    /// throws `CancellationError` at once. Once the block has started, cancelling changes
-    /// nothing: the block runs to its end and its result (or error) is returned; a block
-    /// that wants to stop early must check for itself.
+    /// throws `.thread(.cancelledBeforeStart)` at once. Once the block has started,
+    /// cancelling changes nothing: the block runs to its end and its result (or error) is
+    /// returned; a block that wants to stop early must check for itself.
     /// - Parameters:
     ///   - label: a name for the work, shown by the stall monitor if it stalls.
     ///   - body: the work.
     /// - Returns: the value `body` returns.
-    /// - Throws: what `body` throws; `CancellationError` when cancelled before it started;
-    ///   `PermanentThreadError.stopped` after `stop()`.
-    public func submit<T: Sendable>(
-        label: String? = nil, _ body: @escaping @Sendable () throws -> T
-    ) async throws -> T {
-        let submitted = SubmittedBlock<T>()
+    /// - Throws: `.body` with what `body` throws; `.thread(.cancelledBeforeStart)` when
+    ///   cancelled before it started; `.thread(.stopped)` after `stop()`.
+    public func submit<T: Sendable, Failure: Error>(
+        label: String? = nil, _ body: @escaping @Sendable () throws(Failure) -> T
+    ) async throws(ThreadCallError<Failure>) -> T {
+        let submitted = SubmittedBlock<T, Failure>()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            await withCheckedContinuation { (continuation: SubmittedBlock<T, Failure>.Continuation) in
                 guard submitted.keep(continuation) else {
-                    continuation.resume(throwing: CancellationError())
+                    continuation.resume(returning: .failure(.thread(.cancelledBeforeStart)))
                     return
                 }
-                do {
+                do throws(PermanentThreadError) {
                     try execute(label: label) {
                         guard let continuation = submitted.start() else { return }
-                        continuation.resume(with: Result { try body() })
+                        continuation.resume(returning: Result { () throws(ThreadCallError<Failure>) in try Self.run(body) })
                     }
                 } catch {
                     submitted.refuse(error)
@@ -216,6 +228,6 @@ public final class PermanentThread: Sendable {
             }
         } onCancel: {
             submitted.cancel()
-        }
+        }.get()
     }
 }

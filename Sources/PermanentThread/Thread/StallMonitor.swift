@@ -45,7 +45,7 @@ public final class StallMonitor: Sendable {
     ///   - capturesStack: whether to capture the stalled thread's stack (see above).
     ///   - onStall: called on the watchdog's thread with each report.
     /// - Throws: `.loop` if the observer cannot be added (the loop's thread has ended),
-    ///   `.threadCreationFailed` if the watchdog thread cannot be started.
+    ///   `.system` (`pthread_create`) if the watchdog thread cannot be started.
     public init(
         watching loop: ThreadLoop, name: String? = nil, slice: Duration = .milliseconds(50), slices: Int = 5,
         capturesStack: Bool = true, onStall: @escaping @Sendable (StallReport) -> Void

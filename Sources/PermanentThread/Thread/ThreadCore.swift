@@ -152,7 +152,7 @@ final class ThreadCore: @unchecked Sendable {
         defer { pthread_attr_destroy(&attributes) }
         if let stackSize {
             let status = pthread_attr_setstacksize(&attributes, stackSize)
-            if status != 0 { throw .threadCreationFailed(errno: status) }
+            if status != 0 { throw .system(SystemCallError(operation: "pthread_create", errno: status)) }
         }
         var thread = pthread_t()
         // The thread owns one reference to the core (not to the PermanentThread).
@@ -164,7 +164,7 @@ final class ThreadCore: @unchecked Sendable {
         }, context)
         if status != 0 {
             Unmanaged<ThreadCore>.fromOpaque(context).release()
-            throw .threadCreationFailed(errno: status)
+            throw .system(SystemCallError(operation: "pthread_create", errno: status))
         }
         return thread
     }

@@ -84,7 +84,7 @@ extension Decoder {
 /// connected to the same receive port.
 ///
 /// Only within a host: a call to an actor on another node that carries one is refused
-/// with `PortActorError.cannotCrossHosts`, nothing sent.
+/// with `PortActorError.transport(.cannotCrossHosts)`, nothing sent.
 public struct TransferablePort: Codable, Sendable {
     /// The port.
     public let port: SendPort
@@ -115,7 +115,7 @@ public struct TransferablePort: Codable, Sendable {
 ///
 /// The sender keeps its descriptor (and closes it when it likes); the receiver owns the
 /// one it decodes and closes it. Only within a host: a call to an actor on another node
-/// that carries one is refused with `PortActorError.cannotCrossHosts`, nothing sent.
+/// that carries one is refused with `PortActorError.transport(.cannotCrossHosts)`, nothing sent.
 public struct TransferableDescriptor: Codable, Sendable {
     /// The descriptor: the sender's before the call, the receiver's own after it.
     public let rawValue: CInt

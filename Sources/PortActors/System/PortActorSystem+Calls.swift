@@ -5,8 +5,8 @@ import PortMessaging
 extension PortActorSystem {
     /// Calls `target` on the remote actor `actor` and returns its result.
     /// - Throws: what the actor threw (when `Codable` and known here), or a
-    ///   `PortActorError`: `peerDied`, `cancelled`, `timedOut`, `unknownActor`,
-    ///   `remoteError`, `invocationFailed`, `cannotCrossHosts`, `transport`.
+    ///   `PortActorError`: `unknownActor`, `remoteError`, `invocationFailed`, or
+    ///   `transport` (`.peerDied`, `.cancelled`, `.receiveTimedOut`, `.cannotCrossHosts`, ...).
     public func remoteCall<Act: DistributedActor, Err: Error, Res: Codable>(
         on actor: Act, target: RemoteCallTarget, invocation: inout PortInvocationEncoder, throwing: Err.Type, returning: Res.Type
     ) async throws -> Res where Act.ID == ActorAddress {
@@ -46,7 +46,7 @@ extension PortActorSystem {
     ) throws -> Message {
         let attachments = invocation.attachments
         if route.address.node != nil, !attachments.isEmpty {
-            throw PortActorError.cannotCrossHosts(attachments.contains { if case .port = $0 { true } else { false } } ? "a port" : "a file descriptor")
+            throw PortActorError.transport(.cannotCrossHosts(attachments.contains { if case .port = $0 { true } else { false } } ? "a port" : "a file descriptor"))
         }
         let envelope = CallEnvelope(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
@@ -57,7 +57,7 @@ extension PortActorSystem {
     private func request(
         _ id: ActorAddress, target: RemoteCallTarget, invocation: inout PortInvocationEncoder
     ) async throws -> (Message, ActorAddress) {
-        if Task.isCancelled { throw PortActorError.cancelled }
+        if Task.isCancelled { throw PortActorError.transport(.cancelled) }
         let route = try await route(to: id)
         let callID = nextCallID()
         let message = try message(.call, callID: callID, route: route, target: target, invocation: invocation)
@@ -66,9 +66,9 @@ extension PortActorSystem {
         } catch .cancelled {
             // Behind the call on the same connection, so it finds the call started.
             try? route.port.send(Message(id: ActorMessageKind.cancel.rawValue, bytes: CallEnvelope.cancel(callID)), timeout: .seconds(1))
-            throw PortActorError.cancelled
+            throw PortActorError.transport(.cancelled)
         } catch {
-            throw PortActorError(error, calling: route.address)
+            throw PortActorError(error)
         }
     }
 
@@ -78,7 +78,7 @@ extension PortActorSystem {
         do {
             try route.port.send(message, timeout: sendTimeout)
         } catch {
-            throw PortActorError(error, calling: route.address)
+            throw PortActorError(error)
         }
     }
 

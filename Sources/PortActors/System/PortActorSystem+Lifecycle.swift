@@ -16,8 +16,8 @@ extension PortActorSystem {
     ///   (one of this process, or not found through this system).
     public func whenTerminated<Act: DistributedActor>(
         _ actor: Act, perform handler: @escaping @Sendable (ActorAddress) -> Void
-    ) throws where Act.ID == ActorAddress {
-        guard let route = state.withLock({ $0.routes[actor.id] }) else { throw PortActorError.unknownActor(actor.id) }
+    ) throws(PortActorError) where Act.ID == ActorAddress {
+        guard let route = state.withLock({ $0.routes[actor.id] }) else { throw .unknownActor(actor.id) }
         route.whenEnded(handler)
         if !route.port.isValid { route.ended() }
         watchName(of: route)
@@ -26,8 +26,8 @@ extension PortActorSystem {
     /// Suspends until the remote actor `actor` ends (see `whenTerminated(_:perform:)`);
     /// its address.
     /// - Throws: `PortActorError.unknownActor` as `whenTerminated` does.
-    public func terminated<Act: DistributedActor>(_ actor: Act) async throws -> ActorAddress where Act.ID == ActorAddress {
-        guard let route = state.withLock({ $0.routes[actor.id] }) else { throw PortActorError.unknownActor(actor.id) }
+    public func terminated<Act: DistributedActor>(_ actor: Act) async throws(PortActorError) -> ActorAddress where Act.ID == ActorAddress {
+        guard let route = state.withLock({ $0.routes[actor.id] }) else { throw .unknownActor(actor.id) }
         return await withCheckedContinuation { continuation in
             route.whenEnded { continuation.resume(returning: $0) }
             if !route.port.isValid { route.ended() }

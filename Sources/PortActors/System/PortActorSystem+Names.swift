@@ -8,20 +8,20 @@ extension PortActorSystem {
     /// keeps the actor alive until `unregister`, `shutDown` or the process's end; with a
     /// reconnecting name server client it is registered again after a server restart.
     /// - Returns: the registration, whose `state` says whether the name is held.
-    /// - Throws: `NameServerError` as `NameServerClient.register` throws it (`nameTaken`,
+    /// - Throws: `names` with what `NameServerClient.register` throws (`nameTaken`,
     ///   `nameTakenElsewhere`, `invalidName`, `permissionDenied`, ...; `nameTaken` too for
-    ///   a name this system holds for another actor); `PortActorError.noNameServer`, or
-    ///   `unknownActor` for an actor not of this system.
+    ///   a name this system holds for another actor); `noNameServer`, or `unknownActor`
+    ///   for an actor not of this system.
     @discardableResult
     public func register<Act: DistributedActor>(
         _ actor: Act, as name: String, scope: NameScope = .host
-    ) async throws -> NameRegistration where Act.ID == ActorAddress {
+    ) async throws(PortActorError) -> NameRegistration where Act.ID == ActorAddress {
         let names = try claim(actor, name)
         do {
             return try await names.register(name, port: port, scope: scope)
         } catch {
             release(name)
-            throw error
+            throw .names(error)
         }
     }
 
@@ -30,24 +30,27 @@ extension PortActorSystem {
     @discardableResult
     public func blockingRegister<Act: DistributedActor>(
         _ actor: Act, as name: String, scope: NameScope = .host
-    ) throws -> NameRegistration where Act.ID == ActorAddress {
+    ) throws(PortActorError) -> NameRegistration where Act.ID == ActorAddress {
         let names = try claim(actor, name)
         do {
             return try names.blockingRegister(name, port: port, scope: scope)
         } catch {
             release(name)
-            throw error
+            throw .names(error)
         }
     }
 
     /// Releases `name`: watchers of the actor's end by this name are told, and the actor
     /// is no longer kept alive by it.
-    /// - Throws: `NameServerError` as `NameServerClient.unregister` throws it;
-    ///   `PortActorError.noNameServer`.
-    public func unregister(_ name: String) async throws {
-        guard let names else { throw PortActorError.noNameServer }
+    /// - Throws: `names` with what `NameServerClient.unregister` throws; `noNameServer`.
+    public func unregister(_ name: String) async throws(PortActorError) {
+        guard let names else { throw .noNameServer }
         release(name)
-        try await names.unregister(name)
+        do throws(NameServerError) {
+            try await names.unregister(name)
+        } catch {
+            throw .names(error)
+        }
     }
 
     /// The actor registered under `name`: a remote reference whose calls go to its
@@ -57,27 +60,37 @@ extension PortActorSystem {
     ///   - actorType: the actor's type.
     ///   - wait: how long to wait for the name to be registered: `.zero` (the default)
     ///     does not wait, `nil` waits as long as it takes.
-    /// - Throws: `NameServerError` as `NameServerClient.lookup` throws it (`notFound`,
-    ///   `timedOut`, `permissionDenied`, ...); `PortActorError.notAnActor` when the name's
-    ///   port is not a `PortActorSystem`'s, `unknownActor` when it no longer holds the
-    ///   name, `peerDied`; `noNameServer`.
+    /// - Throws: `names` with what `NameServerClient.lookup` throws (`notFound`,
+    ///   `waitTimedOut`, `permissionDenied`, ...); `notAnActor` when the name's port is not
+    ///   a `PortActorSystem`'s, `unknownActor` when it no longer holds the name (or holds an
+    ///   actor of another type), `transport(.peerDied)`; `noNameServer`.
     public func resolve<Act: DistributedActor>(
         name: String, as actorType: Act.Type = Act.self, waitingUpTo wait: Duration? = .zero
-    ) async throws -> Act where Act.ActorSystem == PortActorSystem {
-        try Act.resolve(id: try await connect(name, waitingUpTo: wait), using: self)
+    ) async throws(PortActorError) -> Act where Act.ActorSystem == PortActorSystem {
+        let id = try await connect(name, waitingUpTo: wait)
+        do {
+            return try Act.resolve(id: id, using: self)
+        } catch {
+            // `resolve(id:as:)`, the only thrower here, throws `unknownActor`.
+            throw error as? PortActorError ?? .unknownActor(id)
+        }
     }
 
     // MARK: Internals
 
-    private func claim<Act: DistributedActor>(_ actor: Act, _ name: String) throws -> NameServerClient where Act.ID == ActorAddress {
-        guard let names else { throw PortActorError.noNameServer }
-        try state.withLock { state throws in
-            guard actor.id.isInThisProcess, state.locals[actor.id.id] != nil else { throw PortActorError.unknownActor(actor.id) }
-            if let holder = state.named[name], holder != actor.id.id { throw NameServerError.nameTaken(name: name, ownerPID: pid) }
+    private func claim<Act: DistributedActor>(
+        _ actor: Act, _ name: String
+    ) throws(PortActorError) -> NameServerClient where Act.ID == ActorAddress {
+        guard let names else { throw .noNameServer }
+        let refusal = state.withLock { state -> PortActorError? in
+            guard actor.id.isInThisProcess, state.locals[actor.id.id] != nil else { return .unknownActor(actor.id) }
+            if let holder = state.named[name], holder != actor.id.id { return .names(.nameTaken(name: name, ownerPID: pid)) }
             state.named[name] = actor.id.id
             state.locals[actor.id.id]?.retained = actor
             state.locals[actor.id.id]?.names.insert(name)
+            return nil
         }
+        if let refusal { throw refusal }
         return names
     }
 
@@ -95,20 +108,23 @@ extension PortActorSystem {
 
     /// Looks `name` up and asks its system which actor holds it; the actor's address, with
     /// a route to it recorded unless it lives in this process.
-    func connect(_ name: String, waitingUpTo wait: Duration? = .zero) async throws -> ActorAddress {
-        guard let names else { throw PortActorError.noNameServer }
-        let port = try await names.lookup(name, waitingUpTo: wait)
-        do {
+    func connect(_ name: String, waitingUpTo wait: Duration? = .zero) async throws(PortActorError) -> ActorAddress {
+        guard let names else { throw .noNameServer }
+        let port: SendPort
+        do throws(NameServerError) {
+            port = try await names.lookup(name, waitingUpTo: wait)
+        } catch {
+            throw .names(error)
+        }
+        do throws(PortActorError) {
             let node = try? await names.owner(of: name).node
             let reply: Message
             do {
                 reply = try await port.request(Message(id: ActorMessageKind.describe.rawValue, text: name), receiveTimeout: names.timeout)
             } catch .noReply {
-                throw PortActorError.notAnActor(name: name)
-            } catch .cancelled {
-                throw PortActorError.cancelled
-            } catch .peerDied {
-                throw PortActorError.peerDied(ActorAddress(name: name, pid: 0, id: 0))
+                throw .notAnActor(name: name)
+            } catch {
+                throw PortActorError(error)
             }
             var reader = BinaryReader(reply.bytes)
             guard reply.components.count == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
@@ -141,19 +157,19 @@ extension PortActorSystem {
     }
 
     /// The route calls to `id` take: the one recorded, else one found by its name.
-    /// - Throws: `PortActorError.peerDied` when the actor's process has gone (or its name
+    /// - Throws: `PortActorError.transport(.peerDied)` when the actor's process has gone (or its name
     ///   now leads to another actor), `unknownActor` for an address with no route and no
     ///   name, and what a lookup throws.
-    func route(to id: ActorAddress) async throws -> RemoteRoute {
+    func route(to id: ActorAddress) async throws(PortActorError) -> RemoteRoute {
         let (route, shutDown) = state.withLock { ($0.routes[id], $0.isShutDown) }
-        if shutDown { throw PortActorError.systemShutDown }
+        if shutDown { throw .systemShutDown }
         if let route {
-            guard !route.hasEnded else { throw PortActorError.peerDied(route.address) }
+            guard !route.hasEnded else { throw .transport(.peerDied) }
             return route
         }
-        guard let name = id.name, names != nil else { throw PortActorError.unknownActor(id) }
+        guard let name = id.name, names != nil else { throw .unknownActor(id) }
         let found = try await connect(name)
-        guard found == id, let route = state.withLock({ $0.routes[id] }) else { throw PortActorError.peerDied(id) }
+        guard found == id, let route = state.withLock({ $0.routes[id] }) else { throw .transport(.peerDied) }
         return route
     }
 }

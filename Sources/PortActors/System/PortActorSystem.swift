@@ -87,12 +87,12 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     ///   - sendTimeout: how long a call waits for room to be sent (10 s by default).
     ///   - sendsVoidCallsOneWay: send calls of `Void`, non-throwing targets without
     ///     waiting for them (the default).
-    /// - Throws: `PermanentThreadError` when the thread cannot start, `PortError` when
-    ///   its loop has ended.
+    /// - Throws: `thread` when the thread cannot start or has stopped, `transport` when its
+    ///   loop refuses the system's port.
     public convenience init(
         thread: PermanentThread? = nil, names: NameServerClient? = nil, callTimeout: Duration? = nil,
         sendTimeout: Duration? = SendPort.defaultTimeout, sendsVoidCallsOneWay: Bool = true
-    ) throws {
+    ) throws(PortActorError) {
         try self.init(
             thread: thread ?? PermanentThread(name: "portactors"), ownsThread: thread == nil, names: names,
             callTimeout: callTimeout, sendTimeout: sendTimeout, sendsVoidCallsOneWay: sendsVoidCallsOneWay)
@@ -101,42 +101,46 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     init(
         thread: PermanentThread, ownsThread: Bool, names: NameServerClient?, callTimeout: Duration?, sendTimeout: Duration?,
         sendsVoidCallsOneWay: Bool
-    ) throws {
+    ) throws(PortActorError) {
         self.thread = thread
         self.ownsThread = ownsThread
-        try thread.run()
-        guard let loop = self.thread.loop else { throw PortError.loopEnded }
+        do throws(PermanentThreadError) { try thread.run() } catch { throw .thread(error) }
+        guard let loop = self.thread.loop else { throw .thread(.stopped) }
         self.loop = loop
         self.names = names
         self.callTimeout = callTimeout
         self.sendTimeout = sendTimeout
         self.sendsVoidCallsOneWay = sendsVoidCallsOneWay
-        try port.schedule(on: loop, deferringReplies: { [weak self] message, reply in
-            self?.receive(message, reply: reply)
-        })
+        do throws(PortError) {
+            try port.schedule(on: loop, deferringReplies: { [weak self] message, reply in
+                self?.receive(message, reply: reply)
+            })
+        } catch {
+            throw .transport(error)
+        }
     }
 
     /// Makes a system with a name server client of its own, connected to the server at
     /// `address` (the default address if `nil`) and reconnecting on the system's loop: its
     /// actors' names are registered again after the server restarts.
-    /// - Throws: what `NameServerClient.blockingConnect` throws, and what
+    /// - Throws: `names` with what `NameServerClient.blockingConnect` throws, and what
     ///   `init(thread:names:callTimeout:sendTimeout:sendsVoidCallsOneWay:)` throws.
     public convenience init(
         nameServerAt address: String?, thread: PermanentThread? = nil, callTimeout: Duration? = nil,
         startingServerIfNeeded: Bool = false
-    ) throws {
+    ) throws(PortActorError) {
         let given = thread
         let thread = thread ?? PermanentThread(name: "portactors")
-        try thread.run()
+        do throws(PermanentThreadError) { try thread.run() } catch { throw .thread(error) }
         let names: NameServerClient
-        do {
+        do throws(NameServerError) {
             names = try NameServerClient.blockingConnect(
                 to: address, startingServerIfNeeded: startingServerIfNeeded, reconnectingOn: thread.loop)
         } catch {
             if given == nil { thread.stop() }
-            throw error
+            throw .names(error)
         }
-        do {
+        do throws(PortActorError) {
             try self.init(
                 thread: thread, ownsThread: given == nil, names: names, callTimeout: callTimeout,
                 sendTimeout: SendPort.defaultTimeout, sendsVoidCallsOneWay: true)
@@ -149,7 +153,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     /// Stops the system: its name server client is closed (given or made, so its names are
     /// released), calls it runs are cancelled, its routes to other actors and its port
-    /// close (its callers see `peerDied`), and a thread it made stops. Safe more than once.
+    /// close (its callers see `transport(.peerDied)`), and a thread it made stops. Safe more than once.
     public func shutDown() {
         // Actors a name kept are let go outside the lock: their deinit resigns their id.
         let (calls, routes, released) = state.withLock { state -> ([RunningCall], [RemoteRoute], [any DistributedActor]) in

@@ -60,7 +60,7 @@ extension Connection {
             try? duplicate.close()
             return
         }
-        do { try loop.add(source, forMode: .common) } catch { throw .loopEnded }
+        do { try loop.add(source, forMode: .common) } catch { throw .loop(.loopEnded) }
     }
 
     /// What a bound connection's read source holds: the connection, strongly, in an object of

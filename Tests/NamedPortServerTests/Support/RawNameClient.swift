@@ -74,7 +74,7 @@ final class RawNameSocket {
                 return message
             }
             guard try socket.poll(CShort(POLLIN), timeout: deadline - .now) != 0 else {
-                throw NameServerError.timedOut(operation: "a frame from the server")
+                throw NameServerError.transport(.receiveTimedOut)
             }
             guard try read() > 0 else { throw NameServerError.connectionLost(address: "the test's server") }
         }
