@@ -78,8 +78,8 @@ extension PortActorSystem {
             return
         }
         var body: [UInt8] = [ReplyStatus.value.rawValue]
-        BinaryValue.writeFixed(id, to: &body)
-        BinaryValue.writeFixed(UInt32(bitPattern: pid), to: &body)
+        body.appendFixed(id)
+        body.appendFixed(UInt32(bitPattern: pid))
         reply.reply(Message(id: reply.requestID, bytes: body))
     }
 }
