@@ -24,6 +24,7 @@ struct BinaryDecoder {
     /// The value's structure is checked whole first (lengths, counts, depth), so that a
     /// damaged input is a `PortActorError.decoding` before any `init(from:)` runs.
     func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], in range: Range<Int>) throws -> T {
+        guard range.upperBound < Int32.max else { throw PortActorError.decoding("a value of more than 2 GiB") }
         var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
         try reader.skipValue()
         guard reader.isAtEnd else { throw PortActorError.decoding("\(range.upperBound - reader.offset) bytes after the value") }
@@ -74,11 +75,24 @@ private func mismatch(_ expected: String, _ tag: BinaryTag, _ codingPath: [any C
 }
 
 /// The decoder of the value at `offset`.
+///
+/// Its fields are narrow so that it fits an `any Decoder`'s inline buffer (three words):
+/// handing it to `init(from:)` then allocates nothing.
 struct StreamDecoder: Decoder {
     let source: DecodingSource
-    let offset: Int
-    let depth: Int
     let codingPath: [any CodingKey]
+    private let offset32: Int32
+    private let depth16: UInt16
+
+    init(source: DecodingSource, offset: Int, depth: Int, codingPath: [any CodingKey]) {
+        self.source = source
+        self.codingPath = codingPath
+        offset32 = Int32(clamping: offset)
+        depth16 = UInt16(clamping: depth)
+    }
+
+    var offset: Int { Int(offset32) }
+    var depth: Int { Int(depth16) }
 
     var userInfo: [CodingUserInfoKey: Any] { source.userInfo }
 
@@ -103,7 +117,8 @@ struct StreamDecoder: Decoder {
             try reader.skipValue(depth: depth + 1)
         }
         return KeyedDecodingContainer(
-            KeyedStreamDecoder<Key>(source: source, entries: entries, depth: depth + 1, codingPath: codingPath))
+            KeyedStreamDecoder<Key>(
+                source: source, entries: entries, cursor: count > 8 ? KeyCursor() : nil, depth: depth + 1, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -123,9 +138,18 @@ struct KeyedEntry {
     var value: Int
 }
 
+/// Which entry of a long keyed container to look at first: the one after the last found,
+/// since keys are mostly read in the order written (a dictionary's always).
+final class KeyCursor {
+    var next = 0
+}
+
 struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let source: DecodingSource
     let entries: [KeyedEntry]
+    /// For a container of more than a few entries, so that reading them in order is not
+    /// quadratic.
+    let cursor: KeyCursor?
     let depth: Int
     let codingPath: [any CodingKey]
 
@@ -135,16 +159,22 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         }
     }
 
-    func contains(_ key: Key) -> Bool { find(key) != nil }
+    func contains(_ key: Key) -> Bool { find(key.stringValue) != nil }
 
-    /// Where the value under `key` starts. Linear: a struct's few keys are found faster so
-    /// than through a table.
-    private func find(_ key: Key) -> Int? {
-        var name = key.stringValue
+    /// Where the value under `key` starts: looked for from the cursor on (from the first
+    /// entry for a short container, whose few keys are found faster so than in a table).
+    private func find(_ key: String) -> Int? {
+        var name = key
         return name.withUTF8 { utf8 in
             source.bytes.withUnsafeBufferPointer { bytes in
-                for entry in entries where entry.keyCount == utf8.count
-                    && utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[entry.keyStart..<entry.keyStart + entry.keyCount])) {
+                let first = cursor?.next ?? 0
+                for step in 0..<entries.count {
+                    let index = (first + step) % entries.count
+                    let entry = entries[index]
+                    guard entry.keyCount == utf8.count,
+                        utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[entry.keyStart..<entry.keyStart + entry.keyCount]))
+                    else { continue }
+                    cursor?.next = index + 1
                     return entry.value
                 }
                 return nil
@@ -153,7 +183,7 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     private func value(_ key: Key) throws -> Int {
-        guard let offset = find(key) else {
+        guard let offset = find(key.stringValue) else {
             throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for '\(key.stringValue)'"))
         }
         return offset
@@ -196,7 +226,8 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     }
 
     func superDecoder() throws -> any Decoder {
-        guard let offset = find(Key(stringValue: "super")!) else { return StreamDecoder.null(source, codingPath) }
+        // "super" need not be a key of `Key`.
+        guard let offset = find("super") else { return StreamDecoder.null(source, codingPath) }
         return StreamDecoder(source: source, offset: offset, depth: depth, codingPath: codingPath)
     }
 

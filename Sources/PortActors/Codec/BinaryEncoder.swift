@@ -29,7 +29,7 @@ struct BinaryEncoder {
         let stream = EncodingStream(attachments: attachments, system: system)
         swap(&out, &stream.bytes)
         defer { swap(&out, &stream.bytes) }
-        try stream.encode(value, level: 0, codingPath: [])
+        try stream.encodeComposite(value, level: 0, codingPath: [])
         try stream.finish()
     }
 
@@ -55,7 +55,9 @@ extension CodingUserInfoKey {
 /// something is written to a container outside it. Writing to a container that has closed
 /// is a misuse the encoding reports, never bytes out of place.
 final class EncodingStream {
-    var bytes: [UInt8] = []
+    /// The bytes written: read and written only by the encoding that owns the stream,
+    /// on one thread, so the dynamic exclusivity check of every append is not needed.
+    @exclusivity(unchecked) var bytes: [UInt8] = []
     let attachments: AttachmentTable
     let system: PortActorSystem?
     /// What the encoded values' `encode(to:)` find: the attachment table and the actor
@@ -69,8 +71,9 @@ final class EncodingStream {
         var count: UInt64
     }
 
-    /// The open containers, outermost first: a container at level L is `open[L]`.
-    private var open: [OpenContainer] = []
+    /// The open containers, outermost first: a container at level L is `open[L]`. Used
+    /// as `bytes` is, so not checked for exclusive access either.
+    @exclusivity(unchecked) private var open: [OpenContainer] = []
     private var lastID = 0
     /// The first misuse met, reported when the encoding ends.
     private var misuse: String?
@@ -86,7 +89,16 @@ final class EncodingStream {
         if let primitive = value as? any BinaryPrimitive {
             return primitive.write(to: &bytes)
         }
+        try encodeComposite(value, level: level, codingPath: codingPath)
+    }
+
+    /// Encodes `value`, known not to be a primitive, through its `encode(to:)`.
+    func encodeComposite<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
         let start = bytes.count
+        // What a slot can address, and what a decoder accepts.
+        guard start < Int32.max, level < BinaryReader.maxDepth else {
+            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "more than 2 GiB, or nested deeper than \(BinaryReader.maxDepth)"))
+        }
         try value.encode(to: SlotEncoder(stream: self, level: level, start: start, codingPath: codingPath))
         if bytes.count == start { bytes.append(BinaryTag.null.rawValue) }
     }
@@ -99,6 +111,10 @@ final class EncodingStream {
 
     /// Opens a container of kind `tag` at `level` (closing those deeper than it); its id.
     func openContainer(_ tag: BinaryTag, level: Int) -> Int {
+        guard level < BinaryReader.maxDepth else {
+            recordMisuse("containers nest deeper than \(BinaryReader.maxDepth)")
+            return -1
+        }
         close(downTo: level)
         bytes.append(tag.rawValue)
         bytes.append(0)
@@ -141,14 +157,27 @@ final class EncodingStream {
 }
 
 /// The place of one value: an encoder whose value is written at `start`, at `level`.
+///
+/// Its fields are narrow so that it fits an `any Encoder`'s inline buffer (three words):
+/// handing it to `encode(to:)` then allocates nothing.
 struct SlotEncoder: Encoder {
     let stream: EncodingStream
-    let level: Int
-    let start: Int
     let codingPath: [any CodingKey]
+    private let start32: Int32
+    private let level16: UInt16
     /// Whether a nil stands at `start` until the value is written (a slot handed out by
     /// `superEncoder()`, which is filled later, if at all).
     var placeholder = false
+
+    init(stream: EncodingStream, level: Int, start: Int, codingPath: [any CodingKey]) {
+        self.stream = stream
+        self.codingPath = codingPath
+        start32 = Int32(clamping: start)
+        level16 = UInt16(clamping: level)
+    }
+
+    var start: Int { Int(start32) }
+    var level: Int { Int(level16) }
 
     var userInfo: [CodingUserInfoKey: Any] { stream.userInfo }
 
@@ -192,8 +221,12 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
 
     /// Writes `key` as the next entry's; false if the container has closed.
     private func entry(_ key: Key) -> Bool {
+        entry(named: key.stringValue)
+    }
+
+    private func entry(named key: String) -> Bool {
         guard stream.beginEntry(level: level, id: id) else { return false }
-        stream.bytes.appendString(key.stringValue)
+        stream.bytes.appendString(key)
         return true
     }
 
@@ -223,8 +256,12 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     /// The slot of a new entry under `key` (a slot that writes nothing if the container
     /// has closed).
     private func slot(_ key: Key) -> SlotEncoder {
-        let open = entry(key)
-        return SlotEncoder(stream: stream, level: level + 1, start: open ? stream.bytes.count : -1, codingPath: codingPath + [key])
+        slot(named: key.stringValue, codingPath: codingPath + [key])
+    }
+
+    private func slot(named key: String, codingPath: [any CodingKey]) -> SlotEncoder {
+        let open = entry(named: key)
+        return SlotEncoder(stream: stream, level: level + 1, start: open ? stream.bytes.count : -1, codingPath: codingPath)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
@@ -235,12 +272,18 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
         slot(key).unkeyedContainer()
     }
 
+    /// The slot of the entry "super" (a key `Key` need not have).
     mutating func superEncoder() -> any Encoder {
-        superEncoder(forKey: Key(stringValue: "super")!)
+        placeholder(slot(named: "super", codingPath: codingPath))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        var slot = slot(key)
+        placeholder(slot(key))
+    }
+
+    /// `slot` with a nil standing in it until it is written.
+    private func placeholder(_ slot: SlotEncoder) -> SlotEncoder {
+        var slot = slot
         if slot.start >= 0 {
             stream.bytes.append(BinaryTag.null.rawValue)
             slot.placeholder = true

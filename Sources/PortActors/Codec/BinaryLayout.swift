@@ -120,6 +120,11 @@ struct BinaryReader {
     }
 
     mutating func varint() throws(PortActorError) -> UInt64 {
+        // Most varints (tags' lengths and counts, small integers) are one byte.
+        if offset < end, bytes[offset] < 0x80 {
+            defer { offset += 1 }
+            return UInt64(bytes[offset])
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {

@@ -29,6 +29,8 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
 
     /// Encodes an argument.
     public mutating func recordArgument<Value: Codable>(_ argument: RemoteCallArgument<Value>) throws {
+        // Room for a few small arguments at once, rather than growing by doubling.
+        if arguments.capacity == 0 { arguments.reserveCapacity(64) }
         do {
             try encoder.encodeLengthPrefixed(argument.value, into: &arguments)
             argumentCount += 1

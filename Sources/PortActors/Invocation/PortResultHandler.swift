@@ -15,13 +15,15 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
     public func onReturn<Success: Codable>(value: Success) async throws {
         guard let reply else { return }
         let encoder = BinaryEncoder(system: system)
-        var body: [UInt8] = [ReplyStatus.value.rawValue]
+        var body: [UInt8] = []
+        body.reserveCapacity(64)
+        body.append(ReplyStatus.value.rawValue)
         do {
             try encoder.encode(value, into: &body)
         } catch {
             return fail("the result does not encode: \(error)")
         }
-        send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
     }
 
     /// Tells the caller the call returned.
@@ -42,7 +44,8 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
             body.appendString(type)
             let encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
-                return send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+                return send(
+                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
             }
         }
         var body: [UInt8] = [ReplyStatus.otherError.rawValue]

@@ -51,7 +51,7 @@ extension PortActorSystem {
         let envelope = CallEnvelope.encoded(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
             argumentCount: invocation.argumentCount, arguments: invocation.arguments)
-        return Message(id: kind.rawValue, components: [.data(envelope)] + attachments)
+        return Message(id: kind.rawValue, components: AttachmentTable.components(envelope, then: attachments))
     }
 
     private func request(
