@@ -97,7 +97,8 @@ final class EncodingStream {
         let start = bytes.count
         // What a slot can address, and what a decoder accepts.
         guard start < Int32.max, level < BinaryReader.maxDepth else {
-            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: "more than 2 GiB, or nested deeper than \(BinaryReader.maxDepth)"))
+            let why = "more than 2 GiB, or nested deeper than \(BinaryReader.maxDepth)"
+            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: why))
         }
         try value.encode(to: SlotEncoder(stream: self, level: level, start: start, codingPath: codingPath))
         if bytes.count == start { bytes.append(BinaryTag.null.rawValue) }
