@@ -44,6 +44,99 @@ struct BinaryCodingTests {
         #expect(try BinaryEncoder().encode([UInt8]([1, 2])) == [8, 2, 1, 2])
     }
 
+    @Test func theLayoutDecodesAsWritten() throws {
+        struct Small: Codable, Equatable { var a: Int; var b: String }
+        let bytes: [UInt8] = [9, 2, 1, 98, 7, 2, 104, 105, 1, 97, 3, 0xd8, 0x04]  // keys in another order
+        #expect(try BinaryDecoder().decode(Small.self, from: bytes) == Small(a: 300, b: "hi"))
+    }
+
+    /// A container of 128 entries or more has a count of two bytes or more: the one-byte
+    /// placeholder written when it opened grows, and what follows it moves.
+    @Test(arguments: [127, 128, 200, 20_000])
+    func longContainersCountInVarints(count: Int) throws {
+        struct Holder: Codable, Equatable { var numbers: [UInt16]; var after: String; var table: [String: Int] }
+        let value = Holder(
+            numbers: (0..<count).map { UInt16(truncatingIfNeeded: $0) }, after: "after",
+            table: Dictionary(uniqueKeysWithValues: (0..<count).map { ("k\($0)", $0) }))
+        let bytes = try BinaryEncoder().encode([value, value])
+        #expect(try BinaryDecoder().decode([Holder].self, from: bytes) == [value, value])
+        var countBytes: [UInt8] = []
+        countBytes.appendVarint(UInt64(count))
+        let numbers = try BinaryEncoder().encode(value.numbers)
+        #expect(Array(numbers.prefix(1 + countBytes.count)) == [10] + countBytes)
+    }
+
+    class Base: Codable {
+        var base: Int
+        init(base: Int) { self.base = base }
+    }
+
+    final class Derived: Base {
+        var derived: String
+        init(base: Int, derived: String) {
+            self.derived = derived
+            super.init(base: base)
+        }
+        enum CodingKeys: CodingKey { case derived }
+        required init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            derived = try container.decode(String.self, forKey: .derived)
+            try super.init(from: container.superDecoder())
+        }
+        override func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try super.encode(to: container.superEncoder())
+            try container.encode(derived, forKey: .derived)
+        }
+    }
+
+    @Test func aSuperclassEncodesUnderSuper() throws {
+        let decoded = try BinaryDecoder().decode(Derived.self, from: BinaryEncoder().encode(Derived(base: 7, derived: "d")))
+        #expect(decoded.base == 7 && decoded.derived == "d")
+    }
+
+    struct Silent: Codable {
+        init() {}
+        init(from decoder: any Decoder) throws {}
+        func encode(to encoder: any Encoder) throws {}
+    }
+
+    struct TwiceAsked: Codable, Equatable {
+        var a = 1, b = 2
+        enum CodingKeys: CodingKey { case a, b }
+        init() {}
+        init(from decoder: any Decoder) throws {
+            a = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .a)
+            b = try decoder.container(keyedBy: CodingKeys.self).decode(Int.self, forKey: .b)
+        }
+        func encode(to encoder: any Encoder) throws {
+            var first = encoder.container(keyedBy: CodingKeys.self)
+            try first.encode(a, forKey: .a)
+            var second = encoder.container(keyedBy: CodingKeys.self)
+            try second.encode(b, forKey: .b)
+        }
+    }
+
+    @Test func aValueThatWritesNothingIsNilAndAContainerAskedTwiceIsOne() throws {
+        #expect(try BinaryEncoder().encode([Silent(), Silent()]) == [10, 2, 0, 0])
+        #expect(try BinaryEncoder().encode(TwiceAsked()) == [9, 2, 1, 97, 3, 2, 1, 98, 3, 4])
+        #expect(try BinaryDecoder().decode(TwiceAsked.self, from: BinaryEncoder().encode(TwiceAsked())) == TwiceAsked())
+    }
+
+    /// A container written to after a container outside it: refused, not bytes out of place.
+    struct OutOfOrder: Encodable {
+        func encode(to encoder: any Encoder) throws {
+            var outer = encoder.unkeyedContainer()
+            var inner = outer.nestedUnkeyedContainer()
+            try outer.encode(1)
+            try inner.encode(2)
+        }
+    }
+
+    @Test func aContainerWrittenOutOfOrderIsAnError() {
+        #expect(throws: EncodingError.self) { _ = try BinaryEncoder().encode(OutOfOrder()) }
+    }
+
     @Test(arguments: [[UInt8](), [9], [9, 5], [7, 200, 1], [10, 0xff, 0xff, 0xff, 0xff, 0x0f], [42], [3, 0x80]])
     func damagedInputIsATypedError(bytes: [UInt8]) {
         #expect(throws: PortActorError.self) { _ = try BinaryDecoder().decode([Int].self, from: bytes) }

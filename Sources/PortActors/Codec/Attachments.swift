@@ -20,6 +20,16 @@ final class AttachmentTable {
         self.incoming = incoming
     }
 
+    /// A message's components: `first` (its envelope or reply), then the ports and
+    /// descriptors set aside (one array, made once).
+    static func components(_ first: [UInt8], then attachments: [MessageComponent]) -> [MessageComponent] {
+        var components: [MessageComponent] = []
+        components.reserveCapacity(1 + attachments.count)
+        components.append(.data(first))
+        components.append(contentsOf: attachments)
+        return components
+    }
+
     /// Sets `component` aside; its index.
     func append(_ component: MessageComponent) -> Int {
         outgoing.append(component)

@@ -1,89 +1,204 @@
 import PortMessaging
 
-/// Decodes `Decodable` values from PortActors' binary layout (`BinaryValue`), finding the
-/// ports and descriptors they name among the message's components.
+/// Decodes `Decodable` values from PortActors' binary layout (`BinaryTag`), straight from
+/// the received bytes, finding the ports and descriptors they name among the message's
+/// components.
 struct BinaryDecoder {
-    /// What the decoded values' `init(from:)` find in `userInfo`: the attachment table, and
-    /// the actor system (made once per decoder, not per value).
-    let userInfo: [CodingUserInfoKey: Any]
     /// The received message's ports and descriptors.
     let attachments: AttachmentTable
+    /// The system actor references are resolved with (found in `userInfo`).
+    let system: PortActorSystem?
 
     init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
-        userInfo = attachments.userInfo(system: system)
+        self.system = system
     }
 
     /// Decodes a `T` from `bytes`, which must hold exactly one value.
     func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
-        var reader = BinaryReader(bytes)
-        let value = try reader.value()
-        guard reader.isAtEnd else { throw PortActorError.decoding("\(bytes.count - reader.offset) bytes after the value") }
-        return try decode(type, from: value)
+        try decode(type, from: bytes, in: 0..<bytes.count)
     }
 
-    /// Decodes a `T` from a value read already.
-    func decode<T: Decodable>(_ type: T.Type, from value: BinaryValue) throws -> T {
+    /// Decodes a `T` from `range` of `bytes`, which must hold exactly one value.
+    ///
+    /// The value's structure is checked whole first (lengths, counts, depth), so that a
+    /// damaged input is a `PortActorError.decoding` before any `init(from:)` runs.
+    func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8], in range: Range<Int>) throws -> T {
+        guard range.upperBound < Int32.max else { throw PortActorError.decoding("a value of more than 2 GiB") }
+        var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
+        try reader.skipValue()
+        guard reader.isAtEnd else { throw PortActorError.decoding("\(range.upperBound - reader.offset) bytes after the value") }
         if let primitive = T.self as? any BinaryPrimitive.Type {
-            return try primitive.init(binary: value) as! T
+            var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
+            return try primitive.init(from: &reader) as! T
         }
-        return try T(from: NodeDecoder(value: value, userInfo: userInfo, codingPath: []))
+        let source = DecodingSource(bytes: bytes, end: range.upperBound, attachments: attachments, system: system)
+        return try T(from: StreamDecoder(source: source, offset: range.lowerBound, depth: 0, codingPath: []))
     }
 }
 
-/// Decodes `value` as a `T` (a primitive directly, anything else through its `init(from:)`).
-private func decodeValue<T: Decodable>(
-    _ type: T.Type, _ value: BinaryValue, _ userInfo: [CodingUserInfoKey: Any], _ codingPath: [any CodingKey]
-) throws -> T {
-    if let primitive = T.self as? any BinaryPrimitive.Type {
-        return try primitive.init(binary: value) as! T
+/// The bytes values are decoded from, shared by the decoders and containers of one value.
+final class DecodingSource {
+    let bytes: [UInt8]
+    let end: Int
+    let attachments: AttachmentTable
+    let system: PortActorSystem?
+    /// What the decoded values' `init(from:)` find: the attachment table and the actor
+    /// system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
+
+    init(bytes: [UInt8], end: Int, attachments: AttachmentTable, system: PortActorSystem?) {
+        self.bytes = bytes
+        self.end = end
+        self.attachments = attachments
+        self.system = system
     }
-    return try T(from: NodeDecoder(value: value, userInfo: userInfo, codingPath: codingPath))
+
+    /// A reader at `offset`.
+    func reader(at offset: Int) -> BinaryReader {
+        BinaryReader(bytes, offset: offset, end: end)
+    }
+
+    /// Decodes the value at `offset` as a `T` (a primitive directly, anything else through
+    /// its `init(from:)`).
+    func decode<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int, codingPath: [any CodingKey]) throws -> T {
+        if let primitive = T.self as? any BinaryPrimitive.Type {
+            var reader = reader(at: offset)
+            return try primitive.init(from: &reader) as! T
+        }
+        return try T(from: StreamDecoder(source: self, offset: offset, depth: depth, codingPath: codingPath))
+    }
 }
 
-private func mismatch(_ expected: String, _ value: BinaryValue, _ codingPath: [any CodingKey]) -> DecodingError {
-    .typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(value.kind)"))
+private func mismatch(_ expected: String, _ tag: BinaryTag, _ codingPath: [any CodingKey]) -> DecodingError {
+    .typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(tag.kind)"))
 }
 
-struct NodeDecoder: Decoder {
-    let value: BinaryValue
-    let userInfo: [CodingUserInfoKey: Any]
+/// The decoder of the value at `offset`.
+///
+/// Its fields are narrow so that it fits an `any Decoder`'s inline buffer (three words):
+/// handing it to `init(from:)` then allocates nothing.
+struct StreamDecoder: Decoder {
+    let source: DecodingSource
     let codingPath: [any CodingKey]
+    private let offset32: Int32
+    private let depth16: UInt16
+
+    init(source: DecodingSource, offset: Int, depth: Int, codingPath: [any CodingKey]) {
+        self.source = source
+        self.codingPath = codingPath
+        offset32 = Int32(clamping: offset)
+        depth16 = UInt16(clamping: depth)
+    }
+
+    var offset: Int { Int(offset32) }
+    var depth: Int { Int(depth16) }
+
+    var userInfo: [CodingUserInfoKey: Any] { source.userInfo }
+
+    /// A reader past the value's tag and count, which must be a container of kind `tag`.
+    private func container(_ tag: BinaryTag, _ expected: String) throws -> (BinaryReader, count: Int) {
+        guard depth < BinaryReader.maxDepth else { throw PortActorError.decoding("containers nest deeper than \(BinaryReader.maxDepth)") }
+        var reader = source.reader(at: offset)
+        let found = try reader.tag()
+        guard found == tag else { throw mismatch(expected, found, codingPath) }
+        let count = try reader.count()
+        return (reader, count)
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        guard case .keyed(let entries) = value else { throw mismatch("a keyed container", value, codingPath) }
-        return KeyedDecodingContainer(KeyedNodeDecoder<Key>(entries: entries, userInfo: userInfo, codingPath: codingPath))
+        var (reader, count) = try container(.keyed, "a keyed container")
+        var entries: [KeyedEntry] = []
+        entries.reserveCapacity(count)
+        for _ in 0..<count {
+            let keyCount = try reader.count()
+            let keyStart = try reader.advance(keyCount)
+            entries.append(KeyedEntry(keyStart: keyStart, keyCount: keyCount, value: reader.offset))
+            try reader.skipValue(depth: depth + 1)
+        }
+        return KeyedDecodingContainer(
+            KeyedStreamDecoder<Key>(
+                source: source, entries: entries, cursor: count > 8 ? KeyCursor() : nil, depth: depth + 1, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        guard case .unkeyed(let values) = value else { throw mismatch("an unkeyed container", value, codingPath) }
-        return UnkeyedNodeDecoder(values: values, userInfo: userInfo, codingPath: codingPath)
+        let (reader, count) = try container(.unkeyed, "an unkeyed container")
+        return UnkeyedStreamDecoder(source: source, count: count, offset: reader.offset, depth: depth + 1, codingPath: codingPath)
     }
 
     func singleValueContainer() throws -> any SingleValueDecodingContainer {
-        SingleNodeDecoder(value: value, userInfo: userInfo, codingPath: codingPath)
+        SingleStreamDecoder(source: source, offset: offset, depth: depth, codingPath: codingPath)
     }
 }
 
-struct KeyedNodeDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
-    let entries: [(String, BinaryValue)]
-    let userInfo: [CodingUserInfoKey: Any]
+/// An entry of a keyed container: where its key's UTF-8 is, where its value starts.
+struct KeyedEntry {
+    var keyStart: Int
+    var keyCount: Int
+    var value: Int
+}
+
+/// Which entry of a long keyed container to look at first: the one after the last found,
+/// since keys are mostly read in the order written (a dictionary's always).
+final class KeyCursor {
+    var next = 0
+}
+
+struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    let source: DecodingSource
+    let entries: [KeyedEntry]
+    /// For a container of more than a few entries, so that reading them in order is not
+    /// quadratic.
+    let cursor: KeyCursor?
+    let depth: Int
     let codingPath: [any CodingKey]
 
-    var allKeys: [Key] { entries.compactMap { Key(stringValue: $0.0) } }
-
-    func contains(_ key: Key) -> Bool { entries.contains { $0.0 == key.stringValue } }
-
-    private func value(_ key: Key) throws -> BinaryValue {
-        let name = key.stringValue
-        // Linear: a struct's few keys are found faster so than through a dictionary.
-        for (entryKey, value) in entries where entryKey == name { return value }
-        throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for '\(name)'"))
+    var allKeys: [Key] {
+        entries.compactMap { entry in
+            Key(stringValue: String(decoding: source.bytes[entry.keyStart..<entry.keyStart + entry.keyCount], as: UTF8.self))
+        }
     }
 
-    private func primitive<T: BinaryPrimitive>(_ key: Key) throws -> T { try T(binary: value(key)) }
+    func contains(_ key: Key) -> Bool { find(key.stringValue) != nil }
 
-    func decodeNil(forKey key: Key) throws -> Bool { try value(key) == .null }
+    /// Where the value under `key` starts: looked for from the cursor on (from the first
+    /// entry for a short container, whose few keys are found faster so than in a table).
+    private func find(_ key: String) -> Int? {
+        var name = key
+        return name.withUTF8 { utf8 in
+            source.bytes.withUnsafeBufferPointer { bytes in
+                let first = cursor?.next ?? 0
+                for step in 0..<entries.count {
+                    let index = (first + step) % entries.count
+                    let entry = entries[index]
+                    guard entry.keyCount == utf8.count,
+                        utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[entry.keyStart..<entry.keyStart + entry.keyCount]))
+                    else { continue }
+                    cursor?.next = index + 1
+                    return entry.value
+                }
+                return nil
+            }
+        }
+    }
+
+    private func value(_ key: Key) throws -> Int {
+        guard let offset = find(key.stringValue) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for '\(key.stringValue)'"))
+        }
+        return offset
+    }
+
+    private func primitive<T: BinaryPrimitive>(_ key: Key) throws -> T {
+        var reader = source.reader(at: try value(key))
+        return try T(from: &reader)
+    }
+
+    private func decoder(_ key: Key) throws -> StreamDecoder {
+        StreamDecoder(source: source, offset: try value(key), depth: depth, codingPath: codingPath + [key])
+    }
+
+    func decodeNil(forKey key: Key) throws -> Bool { source.bytes[try value(key)] == BinaryTag.null.rawValue }
     func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key) }
     func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key) }
     func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key) }
@@ -99,53 +214,82 @@ struct KeyedNodeDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key) }
     func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
-        try decodeValue(type, value(key), userInfo, codingPath + [key])
+        try source.decode(type, at: try value(key), depth: depth, codingPath: codingPath + [key])
     }
 
     func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
-        try NodeDecoder(value: value(key), userInfo: userInfo, codingPath: codingPath + [key]).container(keyedBy: type)
+        try decoder(key).container(keyedBy: type)
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
-        try NodeDecoder(value: value(key), userInfo: userInfo, codingPath: codingPath + [key]).unkeyedContainer()
+        try decoder(key).unkeyedContainer()
     }
 
     func superDecoder() throws -> any Decoder {
-        NodeDecoder(value: (try? value(Key(stringValue: "super")!)) ?? .null, userInfo: userInfo, codingPath: codingPath)
+        // "super" need not be a key of `Key`.
+        guard let offset = find("super") else { return StreamDecoder.null(source, codingPath) }
+        return StreamDecoder(source: source, offset: offset, depth: depth, codingPath: codingPath)
     }
 
-    func superDecoder(forKey key: Key) throws -> any Decoder {
-        NodeDecoder(value: try value(key), userInfo: userInfo, codingPath: codingPath + [key])
+    func superDecoder(forKey key: Key) throws -> any Decoder { try decoder(key) }
+}
+
+extension StreamDecoder {
+    /// A decoder of nil (the value of a super decoder that was not encoded).
+    static func null(_ source: DecodingSource, _ codingPath: [any CodingKey]) -> StreamDecoder {
+        let null = DecodingSource(bytes: [BinaryTag.null.rawValue], end: 1, attachments: source.attachments, system: source.system)
+        return StreamDecoder(source: null, offset: 0, depth: 0, codingPath: codingPath)
     }
 }
 
-struct UnkeyedNodeDecoder: UnkeyedDecodingContainer {
-    let values: [BinaryValue]
-    let userInfo: [CodingUserInfoKey: Any]
+struct UnkeyedStreamDecoder: UnkeyedDecodingContainer {
+    let source: DecodingSource
+    let count: Int?
+    /// Where the next element starts.
+    private var offset: Int
+    let depth: Int
     let codingPath: [any CodingKey]
-    var currentIndex = 0
+    private(set) var currentIndex = 0
 
-    init(values: [BinaryValue], userInfo: [CodingUserInfoKey: Any], codingPath: [any CodingKey]) {
-        self.values = values
-        self.userInfo = userInfo
+    init(source: DecodingSource, count: Int, offset: Int, depth: Int, codingPath: [any CodingKey]) {
+        self.source = source
+        self.count = count
+        self.offset = offset
+        self.depth = depth
         self.codingPath = codingPath
     }
 
-    var count: Int? { values.count }
-    var isAtEnd: Bool { currentIndex >= values.count }
+    var isAtEnd: Bool { currentIndex >= count! }
 
-    private mutating func next() throws -> BinaryValue {
+    private func checkNotAtEnd() throws {
         guard !isAtEnd else {
             throw DecodingError.valueNotFound(Any.self, .init(codingPath: codingPath, debugDescription: "the container has no more values"))
         }
-        defer { currentIndex += 1 }
-        return values[currentIndex]
     }
 
-    private mutating func primitive<T: BinaryPrimitive>() throws -> T { try T(binary: next()) }
+    private mutating func primitive<T: BinaryPrimitive>() throws -> T {
+        try checkNotAtEnd()
+        var reader = source.reader(at: offset)
+        let value = try T(from: &reader)
+        offset = reader.offset
+        currentIndex += 1
+        return value
+    }
+
+    /// A decoder of the next element, stepping over it.
+    private mutating func next() throws -> StreamDecoder {
+        try checkNotAtEnd()
+        let decoder = StreamDecoder(source: source, offset: offset, depth: depth, codingPath: codingPath)
+        var reader = source.reader(at: offset)
+        try reader.skipValue(depth: depth)
+        offset = reader.offset
+        currentIndex += 1
+        return decoder
+    }
 
     mutating func decodeNil() throws -> Bool {
-        guard !isAtEnd, values[currentIndex] == .null else { return false }
+        guard !isAtEnd, source.bytes[offset] == BinaryTag.null.rawValue else { return false }
+        offset += 1
         currentIndex += 1
         return true
     }
@@ -165,30 +309,34 @@ struct UnkeyedNodeDecoder: UnkeyedDecodingContainer {
     mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try primitive() }
     mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try primitive() }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-        try decodeValue(type, next(), userInfo, codingPath)
+        let start = offset
+        _ = try next()
+        return try source.decode(type, at: start, depth: depth, codingPath: codingPath)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
-        try NodeDecoder(value: next(), userInfo: userInfo, codingPath: codingPath).container(keyedBy: type)
+        try next().container(keyedBy: type)
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        try NodeDecoder(value: next(), userInfo: userInfo, codingPath: codingPath).unkeyedContainer()
+        try next().unkeyedContainer()
     }
 
-    mutating func superDecoder() throws -> any Decoder {
-        NodeDecoder(value: try next(), userInfo: userInfo, codingPath: codingPath)
-    }
+    mutating func superDecoder() throws -> any Decoder { try next() }
 }
 
-struct SingleNodeDecoder: SingleValueDecodingContainer {
-    let value: BinaryValue
-    let userInfo: [CodingUserInfoKey: Any]
+struct SingleStreamDecoder: SingleValueDecodingContainer {
+    let source: DecodingSource
+    let offset: Int
+    let depth: Int
     let codingPath: [any CodingKey]
 
-    private func primitive<T: BinaryPrimitive>() throws -> T { try T(binary: value) }
+    private func primitive<T: BinaryPrimitive>() throws -> T {
+        var reader = source.reader(at: offset)
+        return try T(from: &reader)
+    }
 
-    func decodeNil() -> Bool { value == .null }
+    func decodeNil() -> Bool { source.bytes[offset] == BinaryTag.null.rawValue }
     func decode(_ type: Bool.Type) throws -> Bool { try primitive() }
     func decode(_ type: String.Type) throws -> String { try primitive() }
     func decode(_ type: Double.Type) throws -> Double { try primitive() }
@@ -203,5 +351,7 @@ struct SingleNodeDecoder: SingleValueDecodingContainer {
     func decode(_ type: UInt16.Type) throws -> UInt16 { try primitive() }
     func decode(_ type: UInt32.Type) throws -> UInt32 { try primitive() }
     func decode(_ type: UInt64.Type) throws -> UInt64 { try primitive() }
-    func decode<T: Decodable>(_ type: T.Type) throws -> T { try decodeValue(type, value, userInfo, codingPath) }
+    func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try source.decode(type, at: offset, depth: depth, codingPath: codingPath)
+    }
 }

@@ -1,17 +1,17 @@
 import PortMessaging
 
-/// Encodes `Encodable` values in PortActors' binary layout (`BinaryValue`), setting the
-/// ports and descriptors they carry aside as message components.
+/// Encodes `Encodable` values in PortActors' binary layout (`BinaryTag`), straight into
+/// one growing byte buffer, setting the ports and descriptors they carry aside as message
+/// components.
 struct BinaryEncoder {
-    /// What the encoded values' `encode(to:)` find in `userInfo`: the attachment table, and
-    /// the actor system (made once per encoder, not per value).
-    let userInfo: [CodingUserInfoKey: Any]
     /// Where ports and descriptors met while encoding go; a value names one by its index.
     let attachments: AttachmentTable
+    /// The system whose actors' references are encoded (found in `userInfo`).
+    let system: PortActorSystem?
 
     init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
         self.attachments = attachments
-        userInfo = attachments.userInfo(system: system)
+        self.system = system
     }
 
     /// The bytes of `value`.
@@ -24,12 +24,22 @@ struct BinaryEncoder {
     /// Appends the bytes of `value` to `out`.
     func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
         if let primitive = value as? any BinaryPrimitive {
-            primitive.binaryValue.write(to: &out)
-            return
+            return primitive.write(to: &out)
         }
-        let node = EncodingNode()
-        try value.encode(to: NodeEncoder(node: node, userInfo: userInfo, codingPath: []))
-        node.finish().write(to: &out)
+        let stream = EncodingStream(attachments: attachments, system: system)
+        swap(&out, &stream.bytes)
+        defer { swap(&out, &stream.bytes) }
+        try stream.encodeComposite(value, level: 0, codingPath: [])
+        try stream.finish()
+    }
+
+    /// Appends the bytes of `value` to `out` after a varint of their length (a one-byte
+    /// placeholder fixed once the length is known).
+    func encodeLengthPrefixed<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
+        let lengthOffset = out.count
+        out.append(0)
+        try encode(value, into: &out)
+        out.patchVarint(UInt64(out.count - lengthOffset - 1), at: lengthOffset)
     }
 }
 
@@ -38,176 +48,343 @@ extension CodingUserInfoKey {
     static let portActorAttachments = CodingUserInfoKey(rawValue: "PortActors.attachments")!
 }
 
-/// A value being encoded: set once (a primitive), or a container filled as it goes.
-final class EncodingNode {
-    enum Kind { case unset, value, keyed, unkeyed }
-    var kind = Kind.unset
-    var value = BinaryValue.null
-    var entries: [(String, EncodingNode)] = []
-    var elements: [EncodingNode] = []
+/// The bytes of one value being encoded, and the containers still open in them.
+///
+/// Containers are written in the order `Codable` opens them: a container stays open while
+/// values go into it or into containers nested in it, and closes (its count fixed) when
+/// something is written to a container outside it. Writing to a container that has closed
+/// is a misuse the encoding reports, never bytes out of place.
+final class EncodingStream {
+    /// The bytes written: read and written only by the encoding that owns the stream,
+    /// on one thread, so the dynamic exclusivity check of every append is not needed.
+    @exclusivity(unchecked) var bytes: [UInt8] = []
+    let attachments: AttachmentTable
+    let system: PortActorSystem?
+    /// What the encoded values' `encode(to:)` find: the attachment table and the actor
+    /// system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
 
-    func set(_ value: BinaryValue) {
-        kind = .value
-        self.value = value
+    /// An open container: where its one-byte count placeholder is, how many entries so far.
+    private struct OpenContainer {
+        var id: Int
+        var countOffset: Int
+        var count: UInt64
     }
 
-    func finish() -> BinaryValue {
-        switch kind {
-        case .unset: .null
-        case .value: value
-        case .keyed: .keyed(entries.map { ($0.0, $0.1.finish()) })
-        case .unkeyed: .unkeyed(elements.map { $0.finish() })
-        }
+    /// The open containers, outermost first: a container at level L is `open[L]`. Used
+    /// as `bytes` is, so not checked for exclusive access either.
+    @exclusivity(unchecked) private var open: [OpenContainer] = []
+    private var lastID = 0
+    /// The first misuse met, reported when the encoding ends.
+    private var misuse: String?
+
+    init(attachments: AttachmentTable, system: PortActorSystem?) {
+        self.attachments = attachments
+        self.system = system
     }
 
-    /// Encodes `value` into this node.
-    func encode<T: Encodable>(_ value: T, userInfo: [CodingUserInfoKey: Any], codingPath: [any CodingKey]) throws {
+    /// Encodes `value` into a slot at `level`: a primitive at once, anything else through
+    /// its `encode(to:)`; nil if that wrote nothing.
+    func encode<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
         if let primitive = value as? any BinaryPrimitive {
-            set(primitive.binaryValue)
-        } else {
-            try value.encode(to: NodeEncoder(node: self, userInfo: userInfo, codingPath: codingPath))
+            return primitive.write(to: &bytes)
         }
+        try encodeComposite(value, level: level, codingPath: codingPath)
+    }
+
+    /// Encodes `value`, known not to be a primitive, through its `encode(to:)`.
+    func encodeComposite<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
+        let start = bytes.count
+        // What a slot can address, and what a decoder accepts.
+        guard start < Int32.max, level < BinaryReader.maxDepth else {
+            let why = "more than 2 GiB, or nested deeper than \(BinaryReader.maxDepth)"
+            throw EncodingError.invalidValue(value, .init(codingPath: codingPath, debugDescription: why))
+        }
+        try value.encode(to: SlotEncoder(stream: self, level: level, start: start, codingPath: codingPath))
+        if bytes.count == start { bytes.append(BinaryTag.null.rawValue) }
+    }
+
+    /// Closes every container; throws the misuse met, if any.
+    func finish() throws {
+        close(downTo: 0)
+        if let misuse { throw EncodingError.invalidValue(misuse, .init(codingPath: [], debugDescription: misuse)) }
+    }
+
+    /// Opens a container of kind `tag` at `level` (closing those deeper than it); its id.
+    func openContainer(_ tag: BinaryTag, level: Int) -> Int {
+        guard level < BinaryReader.maxDepth else {
+            recordMisuse("containers nest deeper than \(BinaryReader.maxDepth)")
+            return -1
+        }
+        close(downTo: level)
+        bytes.append(tag.rawValue)
+        bytes.append(0)
+        lastID += 1
+        open.append(OpenContainer(id: lastID, countOffset: bytes.count - 1, count: 0))
+        return lastID
+    }
+
+    /// The id of the container of kind `tag` that starts at `start` and is open at `level`
+    /// (a value that asks its encoder for the same container twice), if there is one.
+    func reopen(_ tag: BinaryTag, level: Int, start: Int) -> Int? {
+        guard open.count > level, open[level].countOffset == start + 1, bytes[start] == tag.rawValue else { return nil }
+        close(downTo: level + 1)
+        return open[level].id
+    }
+
+    /// Readies the container `id` at `level` for one more entry (closing those opened in
+    /// it); false, the misuse recorded, if it has closed.
+    func beginEntry(level: Int, id: Int) -> Bool {
+        close(downTo: level + 1)
+        guard open.count == level + 1, open[level].id == id else {
+            recordMisuse("a container was written to after a container outside it")
+            return false
+        }
+        open[level].count += 1
+        return true
+    }
+
+    /// Closes the containers at `level` and deeper, fixing their counts.
+    func close(downTo level: Int) {
+        while open.count > level {
+            let container = open.removeLast()
+            bytes.patchVarint(container.count, at: container.countOffset)
+        }
+    }
+
+    func recordMisuse(_ what: String) {
+        if misuse == nil { misuse = what }
     }
 }
 
-struct NodeEncoder: Encoder {
-    let node: EncodingNode
-    let userInfo: [CodingUserInfoKey: Any]
+/// The place of one value: an encoder whose value is written at `start`, at `level`.
+///
+/// Its fields are narrow so that it fits an `any Encoder`'s inline buffer (three words):
+/// handing it to `encode(to:)` then allocates nothing.
+struct SlotEncoder: Encoder {
+    let stream: EncodingStream
     let codingPath: [any CodingKey]
+    private let start32: Int32
+    private let level16: UInt16
+    /// Whether a nil stands at `start` until the value is written (a slot handed out by
+    /// `superEncoder()`, which is filled later, if at all).
+    var placeholder = false
+
+    init(stream: EncodingStream, level: Int, start: Int, codingPath: [any CodingKey]) {
+        self.stream = stream
+        self.codingPath = codingPath
+        start32 = Int32(clamping: start)
+        level16 = UInt16(clamping: level)
+    }
+
+    var start: Int { Int(start32) }
+    var level: Int { Int(level16) }
+
+    var userInfo: [CodingUserInfoKey: Any] { stream.userInfo }
+
+    /// Readies the slot for its value; false, the misuse recorded, if it has one already.
+    func claim() -> Bool {
+        stream.close(downTo: level)
+        if placeholder, stream.bytes.count == start + 1, stream.bytes[start] == BinaryTag.null.rawValue {
+            stream.bytes.removeLast()
+        }
+        guard stream.bytes.count == start else {
+            stream.recordMisuse("a value was encoded twice, or after the values that follow it")
+            return false
+        }
+        return true
+    }
+
+    /// The id of the slot's container of kind `tag`: opened now, or the one opened before.
+    private func container(_ tag: BinaryTag) -> Int {
+        if let id = stream.reopen(tag, level: level, start: start) { return id }
+        return claim() ? stream.openContainer(tag, level: level) : -1
+    }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
-        if node.kind != .keyed {
-            node.kind = .keyed
-            node.entries = []
-        }
-        return KeyedEncodingContainer(KeyedNodeEncoder<Key>(node: node, userInfo: userInfo, codingPath: codingPath))
+        KeyedEncodingContainer(KeyedStreamEncoder<Key>(stream: stream, level: level, id: container(.keyed), codingPath: codingPath))
     }
 
     func unkeyedContainer() -> any UnkeyedEncodingContainer {
-        if node.kind != .unkeyed {
-            node.kind = .unkeyed
-            node.elements = []
-        }
-        return UnkeyedNodeEncoder(node: node, userInfo: userInfo, codingPath: codingPath)
+        UnkeyedStreamEncoder(stream: stream, level: level, id: container(.unkeyed), codingPath: codingPath)
     }
 
     func singleValueContainer() -> any SingleValueEncodingContainer {
-        SingleNodeEncoder(node: node, userInfo: userInfo, codingPath: codingPath)
+        SingleStreamEncoder(slot: self)
     }
 }
 
-struct KeyedNodeEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
-    let node: EncodingNode
-    let userInfo: [CodingUserInfoKey: Any]
+struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
+    let stream: EncodingStream
+    let level: Int
+    let id: Int
     let codingPath: [any CodingKey]
 
-    private func child(_ key: Key) -> EncodingNode {
-        let child = EncodingNode()
-        node.entries.append((key.stringValue, child))
-        return child
+    /// Writes `key` as the next entry's; false if the container has closed.
+    private func entry(_ key: Key) -> Bool {
+        entry(named: key.stringValue)
     }
 
-    mutating func encodeNil(forKey key: Key) throws { child(key).set(.null) }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: String, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { child(key).set(value.binaryValue) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { child(key).set(value.binaryValue) }
+    private func entry(named key: String) -> Bool {
+        guard stream.beginEntry(level: level, id: id) else { return false }
+        stream.bytes.appendString(key)
+        return true
+    }
+
+    private func primitive(_ value: some BinaryPrimitive, _ key: Key) {
+        if entry(key) { value.write(to: &stream.bytes) }
+    }
+
+    mutating func encodeNil(forKey key: Key) throws { if entry(key) { stream.bytes.append(BinaryTag.null.rawValue) } }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: String, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Double, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Float, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Int, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { primitive(value, key) }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-        try child(key).encode(value, userInfo: userInfo, codingPath: codingPath + [key])
+        if entry(key) { try stream.encode(value, level: level + 1, codingPath: codingPath + [key]) }
+    }
+
+    /// The slot of a new entry under `key` (a slot that writes nothing if the container
+    /// has closed).
+    private func slot(_ key: Key) -> SlotEncoder {
+        slot(named: key.stringValue, codingPath: codingPath + [key])
+    }
+
+    private func slot(named key: String, codingPath: [any CodingKey]) -> SlotEncoder {
+        let open = entry(named: key)
+        return SlotEncoder(stream: stream, level: level + 1, start: open ? stream.bytes.count : -1, codingPath: codingPath)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-        NodeEncoder(node: child(key), userInfo: userInfo, codingPath: codingPath + [key]).container(keyedBy: keyType)
+        slot(key).container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
-        NodeEncoder(node: child(key), userInfo: userInfo, codingPath: codingPath + [key]).unkeyedContainer()
+        slot(key).unkeyedContainer()
     }
 
+    /// The slot of the entry "super" (a key `Key` need not have).
     mutating func superEncoder() -> any Encoder {
-        NodeEncoder(node: child(Key(stringValue: "super")!), userInfo: userInfo, codingPath: codingPath)
+        placeholder(slot(named: "super", codingPath: codingPath))
     }
 
     mutating func superEncoder(forKey key: Key) -> any Encoder {
-        NodeEncoder(node: child(key), userInfo: userInfo, codingPath: codingPath + [key])
+        placeholder(slot(key))
+    }
+
+    /// `slot` with a nil standing in it until it is written.
+    private func placeholder(_ slot: SlotEncoder) -> SlotEncoder {
+        var slot = slot
+        if slot.start >= 0 {
+            stream.bytes.append(BinaryTag.null.rawValue)
+            slot.placeholder = true
+        }
+        return slot
     }
 }
 
-struct UnkeyedNodeEncoder: UnkeyedEncodingContainer {
-    let node: EncodingNode
-    let userInfo: [CodingUserInfoKey: Any]
+struct UnkeyedStreamEncoder: UnkeyedEncodingContainer {
+    let stream: EncodingStream
+    let level: Int
+    let id: Int
     let codingPath: [any CodingKey]
-    var count: Int { node.elements.count }
+    private(set) var count = 0
 
-    private func child() -> EncodingNode {
-        let child = EncodingNode()
-        node.elements.append(child)
-        return child
+    init(stream: EncodingStream, level: Int, id: Int, codingPath: [any CodingKey]) {
+        self.stream = stream
+        self.level = level
+        self.id = id
+        self.codingPath = codingPath
     }
 
-    mutating func encodeNil() throws { child().set(.null) }
-    mutating func encode(_ value: Bool) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: String) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Double) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Float) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Int) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Int8) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Int16) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Int32) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: Int64) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: UInt) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: UInt8) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: UInt16) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: UInt32) throws { child().set(value.binaryValue) }
-    mutating func encode(_ value: UInt64) throws { child().set(value.binaryValue) }
+    /// Counts the next element; false if the container has closed.
+    private mutating func element() -> Bool {
+        guard stream.beginEntry(level: level, id: id) else { return false }
+        count += 1
+        return true
+    }
+
+    private mutating func primitive(_ value: some BinaryPrimitive) {
+        if element() { value.write(to: &stream.bytes) }
+    }
+
+    mutating func encodeNil() throws { if element() { stream.bytes.append(BinaryTag.null.rawValue) } }
+    mutating func encode(_ value: Bool) throws { primitive(value) }
+    mutating func encode(_ value: String) throws { primitive(value) }
+    mutating func encode(_ value: Double) throws { primitive(value) }
+    mutating func encode(_ value: Float) throws { primitive(value) }
+    mutating func encode(_ value: Int) throws { primitive(value) }
+    mutating func encode(_ value: Int8) throws { primitive(value) }
+    mutating func encode(_ value: Int16) throws { primitive(value) }
+    mutating func encode(_ value: Int32) throws { primitive(value) }
+    mutating func encode(_ value: Int64) throws { primitive(value) }
+    mutating func encode(_ value: UInt) throws { primitive(value) }
+    mutating func encode(_ value: UInt8) throws { primitive(value) }
+    mutating func encode(_ value: UInt16) throws { primitive(value) }
+    mutating func encode(_ value: UInt32) throws { primitive(value) }
+    mutating func encode(_ value: UInt64) throws { primitive(value) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        try child().encode(value, userInfo: userInfo, codingPath: codingPath)
+        if element() { try stream.encode(value, level: level + 1, codingPath: codingPath) }
+    }
+
+    /// The slot of a new element (one that writes nothing if the container has closed).
+    private mutating func slot() -> SlotEncoder {
+        let open = element()
+        return SlotEncoder(stream: stream, level: level + 1, start: open ? stream.bytes.count : -1, codingPath: codingPath)
     }
 
     mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
-        NodeEncoder(node: child(), userInfo: userInfo, codingPath: codingPath).container(keyedBy: keyType)
+        slot().container(keyedBy: keyType)
     }
 
     mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
-        NodeEncoder(node: child(), userInfo: userInfo, codingPath: codingPath).unkeyedContainer()
+        slot().unkeyedContainer()
     }
 
     mutating func superEncoder() -> any Encoder {
-        NodeEncoder(node: child(), userInfo: userInfo, codingPath: codingPath)
+        var slot = slot()
+        if slot.start >= 0 {
+            stream.bytes.append(BinaryTag.null.rawValue)
+            slot.placeholder = true
+        }
+        return slot
     }
 }
 
-struct SingleNodeEncoder: SingleValueEncodingContainer {
-    let node: EncodingNode
-    let userInfo: [CodingUserInfoKey: Any]
-    let codingPath: [any CodingKey]
+struct SingleStreamEncoder: SingleValueEncodingContainer {
+    let slot: SlotEncoder
+    var codingPath: [any CodingKey] { slot.codingPath }
 
-    mutating func encodeNil() throws { node.set(.null) }
-    mutating func encode(_ value: Bool) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: String) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Double) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Float) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Int) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Int8) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Int16) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Int32) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: Int64) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: UInt) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: UInt8) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: UInt16) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: UInt32) throws { node.set(value.binaryValue) }
-    mutating func encode(_ value: UInt64) throws { node.set(value.binaryValue) }
+    private func primitive(_ value: some BinaryPrimitive) {
+        if slot.claim() { value.write(to: &slot.stream.bytes) }
+    }
+
+    mutating func encodeNil() throws { if slot.claim() { slot.stream.bytes.append(BinaryTag.null.rawValue) } }
+    mutating func encode(_ value: Bool) throws { primitive(value) }
+    mutating func encode(_ value: String) throws { primitive(value) }
+    mutating func encode(_ value: Double) throws { primitive(value) }
+    mutating func encode(_ value: Float) throws { primitive(value) }
+    mutating func encode(_ value: Int) throws { primitive(value) }
+    mutating func encode(_ value: Int8) throws { primitive(value) }
+    mutating func encode(_ value: Int16) throws { primitive(value) }
+    mutating func encode(_ value: Int32) throws { primitive(value) }
+    mutating func encode(_ value: Int64) throws { primitive(value) }
+    mutating func encode(_ value: UInt) throws { primitive(value) }
+    mutating func encode(_ value: UInt8) throws { primitive(value) }
+    mutating func encode(_ value: UInt16) throws { primitive(value) }
+    mutating func encode(_ value: UInt32) throws { primitive(value) }
+    mutating func encode(_ value: UInt64) throws { primitive(value) }
     mutating func encode<T: Encodable>(_ value: T) throws {
-        try node.encode(value, userInfo: userInfo, codingPath: codingPath)
+        if slot.claim() { try slot.stream.encode(value, level: slot.level, codingPath: slot.codingPath) }
     }
 }

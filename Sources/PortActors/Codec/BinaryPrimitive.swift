@@ -1,39 +1,52 @@
-/// A type the binary encoding writes as one `BinaryValue` of its own (not a container).
+/// A type the binary encoding writes as one value of its own (not a container), straight
+/// to the bytes and back.
 protocol BinaryPrimitive {
-    /// The value in the encoding.
-    var binaryValue: BinaryValue { get }
+    /// Appends the value, tag and payload.
+    func write(to out: inout [UInt8])
     /// Reads the value back, checking its kind and range.
-    init(binary: BinaryValue) throws(PortActorError)
+    init(from reader: inout BinaryReader) throws(PortActorError)
+}
+
+private func mismatch(_ expected: String, _ tag: BinaryTag) -> PortActorError {
+    .decoding("expected \(expected), found \(tag.kind)")
 }
 
 extension BinaryPrimitive where Self: FixedWidthInteger & SignedInteger {
-    var binaryValue: BinaryValue { .int(Int64(self)) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.int.rawValue)
+        out.appendZigzag(Int64(self))
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        switch binary {
-        case .int(let value):
-            guard let exact = Self(exactly: value) else { throw .decoding("\(value) does not fit \(Self.self)") }
-            self = exact
-        case .uint(let value):
-            guard let exact = Self(exactly: value) else { throw .decoding("\(value) does not fit \(Self.self)") }
-            self = exact
-        default: throw .decoding("expected \(Self.self), found \(binary.kind)")
-        }
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        self = try reader.integer()
     }
 }
 
 extension BinaryPrimitive where Self: FixedWidthInteger & UnsignedInteger {
-    var binaryValue: BinaryValue { .uint(UInt64(self)) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.uint.rawValue)
+        out.appendVarint(UInt64(self))
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        switch binary {
-        case .uint(let value):
-            guard let exact = Self(exactly: value) else { throw .decoding("\(value) does not fit \(Self.self)") }
-            self = exact
-        case .int(let value):
-            guard let exact = Self(exactly: value) else { throw .decoding("\(value) does not fit \(Self.self)") }
-            self = exact
-        default: throw .decoding("expected \(Self.self), found \(binary.kind)")
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        self = try reader.integer()
+    }
+}
+
+extension BinaryReader {
+    /// An integer of either signedness that fits a `T`.
+    mutating func integer<T: FixedWidthInteger>() throws(PortActorError) -> T {
+        let tag = try tag()
+        switch tag {
+        case .int:
+            let value = try zigzag()
+            guard let exact = T(exactly: value) else { throw .decoding("\(value) does not fit \(T.self)") }
+            return exact
+        case .uint:
+            let value = try varint()
+            guard let exact = T(exactly: value) else { throw .decoding("\(value) does not fit \(T.self)") }
+            return exact
+        default: throw mismatch("\(T.self)", tag)
         }
     }
 }
@@ -50,59 +63,80 @@ extension UInt32: BinaryPrimitive {}
 extension UInt64: BinaryPrimitive {}
 
 extension Bool: BinaryPrimitive {
-    var binaryValue: BinaryValue { .bool(self) }
+    func write(to out: inout [UInt8]) {
+        out.append(self ? BinaryTag.trueValue.rawValue : BinaryTag.falseValue.rawValue)
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        guard case .bool(let value) = binary else { throw .decoding("expected a Bool, found \(binary.kind)") }
-        self = value
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        switch try reader.tag() {
+        case .trueValue: self = true
+        case .falseValue: self = false
+        case let tag: throw mismatch("a Bool", tag)
+        }
     }
 }
 
 extension String: BinaryPrimitive {
-    var binaryValue: BinaryValue { .string(self) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.string.rawValue)
+        out.appendString(self)
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        guard case .string(let value) = binary else { throw .decoding("expected a string, found \(binary.kind)") }
-        self = value
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        let tag = try reader.tag()
+        guard tag == .string else { throw mismatch("a string", tag) }
+        self = try reader.string()
     }
 }
 
 extension Double: BinaryPrimitive {
-    var binaryValue: BinaryValue { .double(self) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.double.rawValue)
+        out.appendFixed(bitPattern)
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        switch binary {
-        case .double(let value): self = value
-        case .float(let value): self = Double(value)
-        case .int(let value): self = Double(value)
-        case .uint(let value): self = Double(value)
-        default: throw .decoding("expected a Double, found \(binary.kind)")
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        switch try reader.tag() {
+        case .double: self = Double(bitPattern: try reader.fixed(UInt64.self))
+        case .float: self = Double(Float(bitPattern: try reader.fixed(UInt32.self)))
+        case .int: self = Double(try reader.zigzag())
+        case .uint: self = Double(try reader.varint())
+        case let tag: throw mismatch("a Double", tag)
         }
     }
 }
 
 extension Float: BinaryPrimitive {
-    var binaryValue: BinaryValue { .float(self) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.float.rawValue)
+        out.appendFixed(bitPattern)
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        switch binary {
-        case .float(let value): self = value
-        case .double(let value): self = Float(value)
-        default: throw .decoding("expected a Float, found \(binary.kind)")
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        switch try reader.tag() {
+        case .float: self = Float(bitPattern: try reader.fixed(UInt32.self))
+        case .double: self = Float(Double(bitPattern: try reader.fixed(UInt64.self)))
+        case let tag: throw mismatch("a Float", tag)
         }
     }
 }
 
 extension Array: BinaryPrimitive where Element == UInt8 {
-    var binaryValue: BinaryValue { .bytes(self) }
+    func write(to out: inout [UInt8]) {
+        out.append(BinaryTag.bytes.rawValue)
+        out.appendVarint(UInt64(count))
+        out.append(contentsOf: self)
+    }
 
-    init(binary: BinaryValue) throws(PortActorError) {
-        switch binary {
-        case .bytes(let value): self = value
-        case .unkeyed(let values):
+    init(from reader: inout BinaryReader) throws(PortActorError) {
+        switch try reader.tag() {
+        case .bytes: self = Array(try reader.raw(try reader.count()))
+        case .unkeyed:
+            let count = try reader.count()
             self = []
-            for value in values { append(try UInt8(binary: value)) }
-        default: throw .decoding("expected bytes, found \(binary.kind)")
+            reserveCapacity(count)
+            for _ in 0..<count { append(try UInt8(from: &reader)) }
+        case let tag: throw mismatch("bytes", tag)
         }
     }
 }

@@ -17,9 +17,12 @@ enum ActorMessageKind: UInt32 {
 /// Layout: a version byte (1); the call's id (8 bytes, little-endian, the caller's, to
 /// cancel it by); the actor's id (varint); the target's identifier (varint length, UTF-8);
 /// the generic substitutions (a varint count, each a mangled type name as a string); the
-/// arguments (a varint count, each a varint length and that many bytes of `BinaryValue`).
-/// Ports and descriptors of the arguments are the message's next components, named by
-/// their index among them.
+/// arguments (a varint count, each a varint length and that many bytes of PortActors'
+/// binary layout, `BinaryTag`). Ports and descriptors of the arguments are the message's
+/// next components, named by their index among them.
+///
+/// Received, the arguments stay where they are in the envelope's bytes: each is decoded
+/// from its range there.
 struct CallEnvelope {
     static let version: UInt8 = 1
 
@@ -27,33 +30,31 @@ struct CallEnvelope {
     var actorID: UInt64
     var target: String
     var substitutions: [String]
-    var arguments: [[UInt8]]
+    /// The envelope's bytes, which hold the arguments.
+    let bytes: [UInt8]
+    /// Where each argument's value is in `bytes`.
+    var arguments: [Range<Int>]
 
-    func encoded() -> [UInt8] {
-        var out: [UInt8] = [Self.version]
-        out.reserveCapacity(32 + target.utf8.count + arguments.reduce(0) { $0 + $1.count + 2 })
-        BinaryValue.writeFixed(callID, to: &out)
-        BinaryValue.writeVarint(actorID, to: &out)
-        BinaryValue.writeString(target, to: &out)
-        BinaryValue.writeVarint(UInt64(substitutions.count), to: &out)
-        for substitution in substitutions { BinaryValue.writeString(substitution, to: &out) }
-        BinaryValue.writeVarint(UInt64(arguments.count), to: &out)
-        for argument in arguments {
-            BinaryValue.writeVarint(UInt64(argument.count), to: &out)
-            out.append(contentsOf: argument)
-        }
+    /// The envelope of a call whose arguments `PortInvocationEncoder` wrote (`count` of
+    /// them, each length-prefixed, in `arguments`).
+    static func encoded(
+        callID: UInt64, actorID: UInt64, target: String, substitutions: [String], argumentCount: Int, arguments: [UInt8]
+    ) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(24 + target.utf8.count + arguments.count + substitutions.count * 32)
+        out.append(version)
+        out.appendFixed(callID)
+        out.appendVarint(actorID)
+        out.appendString(target)
+        out.appendVarint(UInt64(substitutions.count))
+        for substitution in substitutions { out.appendString(substitution) }
+        out.appendVarint(UInt64(argumentCount))
+        out.append(contentsOf: arguments)
         return out
     }
 
-    init(callID: UInt64, actorID: UInt64, target: String, substitutions: [String], arguments: [[UInt8]]) {
-        self.callID = callID
-        self.actorID = actorID
-        self.target = target
-        self.substitutions = substitutions
-        self.arguments = arguments
-    }
-
     init(decoding bytes: [UInt8]) throws(PortActorError) {
+        self.bytes = bytes
         var reader = BinaryReader(bytes)
         guard try reader.byte() == Self.version else { throw .decoding("a call envelope of another version") }
         callID = try reader.fixed(UInt64.self)
@@ -61,8 +62,14 @@ struct CallEnvelope {
         target = try reader.string()
         substitutions = []
         for _ in 0..<(try reader.count()) { substitutions.append(try reader.string()) }
+        let count = try reader.count()
         arguments = []
-        for _ in 0..<(try reader.count()) { arguments.append(Array(try reader.raw(try reader.count()))) }
+        arguments.reserveCapacity(count)
+        for _ in 0..<count {
+            let length = try reader.count()
+            let start = try reader.advance(length)
+            arguments.append(start..<start + length)
+        }
         guard reader.isAtEnd else { throw .decoding("bytes after the call envelope") }
     }
 
@@ -76,7 +83,7 @@ struct CallEnvelope {
     /// A cancel message's first component.
     static func cancel(_ callID: UInt64) -> [UInt8] {
         var out: [UInt8] = [version]
-        BinaryValue.writeFixed(callID, to: &out)
+        out.appendFixed(callID)
         return out
     }
 }

@@ -7,20 +7,18 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
     /// Arguments and results are `Codable`.
     public typealias SerializationRequirement = any Codable
 
-    let substitutions: [String]
-    let arguments: [[UInt8]]
+    let envelope: CallEnvelope
     let decoder: BinaryDecoder
     private var next = 0
 
     init(envelope: CallEnvelope, attachments: AttachmentTable, system: PortActorSystem) {
-        substitutions = envelope.substitutions
-        arguments = envelope.arguments
+        self.envelope = envelope
         decoder = BinaryDecoder(attachments: attachments, system: system)
     }
 
     /// The generic substitutions, as types of this process.
     public mutating func decodeGenericSubstitutions() throws -> [Any.Type] {
-        try substitutions.map { name in
+        try envelope.substitutions.map { name in
             guard let type = _typeByName(name) else { throw PortActorError.invocationFailed("unknown type \(name)") }
             return type
         }
@@ -28,10 +26,10 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
 
     /// Decodes the next argument.
     public mutating func decodeNextArgument<Argument: Codable>() throws -> Argument {
-        guard next < arguments.count else { throw PortActorError.invocationFailed("fewer arguments than the target takes") }
+        guard next < envelope.arguments.count else { throw PortActorError.invocationFailed("fewer arguments than the target takes") }
         defer { next += 1 }
         do {
-            return try decoder.decode(Argument.self, from: arguments[next])
+            return try decoder.decode(Argument.self, from: envelope.bytes, in: envelope.arguments[next])
         } catch let error as PortActorError {
             throw error
         } catch {

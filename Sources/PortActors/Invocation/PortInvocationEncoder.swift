@@ -9,7 +9,9 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
     public typealias SerializationRequirement = any Codable
 
     var substitutions: [String] = []
-    var arguments: [[UInt8]] = []
+    /// The arguments, each a varint length and its value, one after another.
+    var arguments: [UInt8] = []
+    var argumentCount = 0
     let encoder: BinaryEncoder
 
     init(system: PortActorSystem) {
@@ -27,8 +29,11 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
 
     /// Encodes an argument.
     public mutating func recordArgument<Value: Codable>(_ argument: RemoteCallArgument<Value>) throws {
+        // Room for a few small arguments at once, rather than growing by doubling.
+        if arguments.capacity == 0 { arguments.reserveCapacity(64) }
         do {
-            arguments.append(try encoder.encode(argument.value))
+            try encoder.encodeLengthPrefixed(argument.value, into: &arguments)
+            argumentCount += 1
         } catch let error as PortActorError {
             throw error
         } catch {

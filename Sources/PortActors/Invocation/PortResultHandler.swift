@@ -15,13 +15,15 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
     public func onReturn<Success: Codable>(value: Success) async throws {
         guard let reply else { return }
         let encoder = BinaryEncoder(system: system)
-        var body: [UInt8] = [ReplyStatus.value.rawValue]
+        var body: [UInt8] = []
+        body.reserveCapacity(64)
+        body.append(ReplyStatus.value.rawValue)
         do {
             try encoder.encode(value, into: &body)
         } catch {
             return fail("the result does not encode: \(error)")
         }
-        send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
     }
 
     /// Tells the caller the call returned.
@@ -39,15 +41,16 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         }
         if let codable = error as? any (Error & Encodable), let type = _mangledTypeName(Swift.type(of: codable)) {
             var body: [UInt8] = [ReplyStatus.codableError.rawValue]
-            BinaryValue.writeString(type, to: &body)
+            body.appendString(type)
             let encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
-                return send(Message(id: reply.requestID, components: [.data(body)] + encoder.attachments.outgoing), on: reply)
+                return send(
+                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
             }
         }
         var body: [UInt8] = [ReplyStatus.otherError.rawValue]
-        BinaryValue.writeString(String(reflecting: Swift.type(of: error as Any)), to: &body)
-        BinaryValue.writeString(String(describing: error), to: &body)
+        body.appendString(String(reflecting: Swift.type(of: error as Any)))
+        body.appendString(String(describing: error))
         send(Message(id: reply.requestID, bytes: body), on: reply)
     }
 
@@ -55,7 +58,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
     func fail(_ reason: String) {
         guard let reply else { return }
         var body: [UInt8] = [ReplyStatus.failed.rawValue]
-        BinaryValue.writeString(reason, to: &body)
+        body.appendString(reason)
         send(Message(id: reply.requestID, bytes: body), on: reply)
     }
 
@@ -65,7 +68,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         } catch {
             // What cannot travel (too large, a port that cannot cross) still ends the wait.
             var body: [UInt8] = [ReplyStatus.failed.rawValue]
-            BinaryValue.writeString("the reply could not be sent: \(error)", to: &body)
+            body.appendString("the reply could not be sent: \(error)")
             reply.reply(Message(id: reply.requestID, bytes: body))
         }
     }

@@ -17,7 +17,7 @@ extension PortActorSystem {
         // Descriptors the result did not take are closed: nobody else will.
         defer { decoder.attachments.closeUnclaimed() }
         do {
-            return try decoder.decode(Res.self, from: Array(body.rest))
+            return try decoder.decode(Res.self, from: body.bytes, in: 1..<body.bytes.count)
         } catch let error as PortActorError {
             throw error
         } catch {
@@ -48,10 +48,10 @@ extension PortActorSystem {
         if route.address.node != nil, !attachments.isEmpty {
             throw PortActorError.transport(.cannotCrossHosts(attachments.contains { if case .port = $0 { true } else { false } } ? "a port" : "a file descriptor"))
         }
-        let envelope = CallEnvelope(
+        let envelope = CallEnvelope.encoded(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
-            arguments: invocation.arguments)
-        return Message(id: kind.rawValue, components: [.data(envelope.encoded())] + attachments)
+            argumentCount: invocation.argumentCount, arguments: invocation.arguments)
+        return Message(id: kind.rawValue, components: AttachmentTable.components(envelope, then: attachments))
     }
 
     private func request(
@@ -84,8 +84,9 @@ extension PortActorSystem {
 
     // MARK: Replies
 
-    /// The reply's status and what follows it; throws what the reply says was thrown.
-    private func replyBody(_ reply: Message, from address: ActorAddress) throws -> (status: ReplyStatus, rest: ArraySlice<UInt8>) {
+    /// The reply's status and its bytes (the status first); throws what the reply says was
+    /// thrown.
+    private func replyBody(_ reply: Message, from address: ActorAddress) throws -> (status: ReplyStatus, bytes: [UInt8]) {
         guard case .data(let bytes)? = reply.components.first, let first = bytes.first, let status = ReplyStatus(rawValue: first) else {
             reply.closeDescriptors()
             throw PortActorError.decoding("a reply without a status from \(address)")
@@ -93,13 +94,13 @@ extension PortActorSystem {
         var reader = BinaryReader(bytes, offset: 1)
         switch status {
         case .value, .void:
-            return (status, bytes[1...])
+            return (status, bytes)
         case .codableError:
             let type = try reader.string()
             if let errorType = _typeByName(type) as? any (Error & Decodable).Type {
                 let table = AttachmentTable(incoming: Array(reply.components.dropFirst()))
                 let decoder = BinaryDecoder(attachments: table, system: self)
-                throw try Self.decodeError(errorType, Array(bytes[reader.offset...]), decoder)
+                throw try Self.decodeError(errorType, bytes, reader.offset..<bytes.count, decoder)
             }
             reply.closeDescriptors()
             throw PortActorError.remoteError(type: type, description: "a Codable error this process does not know")
@@ -112,9 +113,11 @@ extension PortActorSystem {
         }
     }
 
-    private static func decodeError<E: Error & Decodable>(_ type: E.Type, _ bytes: [UInt8], _ decoder: BinaryDecoder) throws -> any Error {
+    private static func decodeError<E: Error & Decodable>(
+        _ type: E.Type, _ bytes: [UInt8], _ range: Range<Int>, _ decoder: BinaryDecoder
+    ) throws -> any Error {
         do {
-            return try decoder.decode(E.self, from: bytes)
+            return try decoder.decode(E.self, from: bytes, in: range)
         } catch {
             return PortActorError.remoteError(type: "\(E.self)", description: "it did not decode: \(error)")
         }

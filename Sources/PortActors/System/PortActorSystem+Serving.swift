@@ -34,14 +34,19 @@ extension PortActorSystem {
             message.closeDescriptors()
             return handler.fail("\(error)")
         }
-        guard let actor = localActor(envelope.actorID) else {
+        let key = CallKey(peer: message.peer?.id ?? 0, call: envelope.callID)
+        let call = RunningCall()
+        // One look under the lock: the actor, the executor its calls prefer, the call kept.
+        let found = state.withLock { state -> (actor: any DistributedActor, executor: CallExecutor?)? in
+            guard let actor = state.locals[envelope.actorID]?.actor else { return nil }
+            state.calls[key] = call
+            return (actor, state.threads[envelope.actorID])
+        }
+        guard let (actor, executor) = found else {
             message.closeDescriptors()
             reply?.reply(Message(id: message.id, bytes: [ReplyStatus.unknownActor.rawValue]))
             return
         }
-        let key = CallKey(peer: message.peer?.id ?? 0, call: envelope.callID)
-        let call = RunningCall()
-        state.withLock { $0.calls[key] = call }
         let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
         let target = envelope.target
@@ -50,8 +55,7 @@ extension PortActorSystem {
         // job is queued there now. Either way calls start in arrival order, and the task's
         // nonisolated parts (decoding the arguments, sending the reply) run on that thread,
         // never on the shared pool: a call to an actor on this loop's thread wakes no other.
-        let preferred = state.withLock { $0.threads[envelope.actorID] } ?? thread
-        let task = Task.immediate(executorPreference: preferred) {
+        let task = Task.immediate(executorPreference: executor ?? callExecutor) {
             await self.run(target, on: actor, decoder, handler)
             attachments.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }
@@ -78,8 +82,8 @@ extension PortActorSystem {
             return
         }
         var body: [UInt8] = [ReplyStatus.value.rawValue]
-        BinaryValue.writeFixed(id, to: &body)
-        BinaryValue.writeFixed(UInt32(bitPattern: pid), to: &body)
+        body.appendFixed(id)
+        body.appendFixed(UInt32(bitPattern: pid))
         reply.reply(Message(id: reply.requestID, bytes: body))
     }
 }

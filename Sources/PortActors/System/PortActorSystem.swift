@@ -52,6 +52,8 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     let port = ReceivePort()
     let loop: ThreadLoop
+    /// The system's thread as the task executor of calls to actors without a thread.
+    let callExecutor: CallExecutor
     let pid = getpid()
     private let ownsThread: Bool
     let state = Locked(State())
@@ -61,8 +63,9 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     struct State {
         var locals: [UInt64: LocalActor] = [:]
-        /// The permanent threads that are actors' executors (`run(_:on:)`).
-        var threads: [UInt64: PermanentThread] = [:]
+        /// The permanent threads that are actors' executors (`run(_:on:)`), as the task
+        /// executors their calls prefer.
+        var threads: [UInt64: CallExecutor] = [:]
         var named: [String: UInt64] = [:]
         var routes: [ActorAddress: RemoteRoute] = [:]
         var calls: [CallKey: RunningCall] = [:]
@@ -104,6 +107,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     ) throws(PortActorError) {
         self.thread = thread
         self.ownsThread = ownsThread
+        callExecutor = CallExecutor(thread: thread)
         do throws(PermanentThreadError) { try thread.run() } catch { throw .thread(error) }
         guard let loop = self.thread.loop else { throw .thread(.stopped) }
         self.loop = loop
@@ -250,12 +254,13 @@ extension PortActorSystem {
     /// (A distributed actor cannot read its own stored properties from a nonisolated
     /// member, since a remote reference has none: the system keeps the thread instead.)
     public func run(_ id: ActorAddress, on thread: PermanentThread) {
-        state.withLock { $0.threads[id.id] = thread }
+        let executor = CallExecutor(thread: thread)
+        state.withLock { $0.threads[id.id] = executor }
     }
 
     /// The serial executor of the actor `id`: the permanent thread given to
     /// `run(_:on:)`, else the system's own thread.
     public func executor(for id: ActorAddress) -> UnownedSerialExecutor {
-        (state.withLock { $0.threads[id.id] } ?? thread).asUnownedSerialExecutor()
+        (state.withLock { $0.threads[id.id]?.thread } ?? thread).asUnownedSerialExecutor()
     }
 }
