@@ -107,6 +107,14 @@ extension Connection {
     private func takeRepliesLeftBehind() {
         guard replies.withLock({ $0.reader.takeForRequester() }) else { return }
         _ = readAvailable(maxChunks: 64, takeUnbound)
+        stopReading()
+    }
+
+    /// The requester that took the reading (`ReplyReader.takeForRequester`) gives it up:
+    /// the waiters are woken (one may read next, or find its reply in), and a loop named to
+    /// read meanwhile (an async request's) reads from now on; if it cannot, requesters read
+    /// again themselves.
+    func stopReading() {
         let handOver = replies.withLock { $0.reader.requesterLeaves() }
         replies.broadcast()
         if let handOver { try? startLoopReader(on: handOver) }

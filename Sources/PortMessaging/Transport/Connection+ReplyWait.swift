@@ -143,10 +143,7 @@ extension Connection {
                 }
                 if try pollReadable(timeout: timeout) != 0 { _ = readAvailable(maxChunks: 64, takeUnbound) }
             }
-            // A loop was named to read meanwhile (an async request's): it reads from now on.
-            let handOver = replies.withLock { $0.reader.requesterLeaves() }
-            replies.broadcast()
-            if let handOver { try? startLoopReader(on: handOver) }  // on failure, requesters read again
+            stopReading()
             try read.get()
         }
     }

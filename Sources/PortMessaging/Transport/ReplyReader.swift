@@ -32,11 +32,6 @@ enum ReplyReader {
     case requester(then: ThreadLoop?)
     case loop(ThreadLoop)
 
-    /// Whether a thread reads now (a requester that waits must not read too).
-    var isTaken: Bool {
-        if case .nobody = self { false } else { true }
-    }
-
     /// Whether a loop reads for good.
     var isLoop: Bool {
         if case .loop = self { true } else { false }
