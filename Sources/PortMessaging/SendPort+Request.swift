@@ -22,10 +22,11 @@ package struct SentRequest: Sendable {
         case connection(Connection, sequence: UInt64)
     }
 
-    private let route: Route
-    /// When the request was sent: its receive timeout counts from then. `nil` in-process,
-    /// where it counts from when the wait begins (no clock reading for it).
-    private let sent: ContinuousClock.Instant?
+    fileprivate let route: Route
+    /// When the request was sent: its receive timeout counts from then. `nil` for an
+    /// in-process request collected at once (a blocking one): it counts from when the wait
+    /// begins, with no clock reading for it.
+    fileprivate let sent: ContinuousClock.Instant?
     /// The wait of a suspended or handed-over request; `nil` for a blocking one.
     private let waiter: AsyncReply?
 
@@ -42,8 +43,8 @@ package struct SentRequest: Sendable {
     package func reply(timeout: Duration?) throws(PortError) -> Message {
         switch route {
         case .local(let slot, let port):
-            // In-process the wait counts from here: the request was queued just before.
-            return try Self.awaitLocalReply(slot, from: port, timeout: timeout)
+            let left = timeout.map { timeout in sent.map { $0 + timeout - .now } ?? timeout }
+            return try Self.awaitLocalReply(slot, from: port, timeout: left)
         case .connection(let connection, let sequence):
             do {
                 let reply = try connection.awaitReply(sequence, sent: sent ?? .now, timeout: timeout)
@@ -155,7 +156,10 @@ extension SendPort {
     /// - Throws: when the request could not be sent: `.sendTimedOut`, `.peerDied`,
     ///   `.invalidPort`, `.messageTooLarge`, `.cannotCrossHosts`.
     package func send(request message: Message, sendTimeout: Duration? = SendPort.defaultTimeout) throws(PortError) -> SentRequest {
-        try start(message, sendTimeout: sendTimeout)
+        let request = try start(message, sendTimeout: sendTimeout)
+        // Collected later: an in-process request's receive timeout counts from now too.
+        guard request.sent == nil else { return request }
+        return SentRequest(route: request.route, sent: .now, waiter: nil)
     }
 }
 
