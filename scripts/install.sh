@@ -8,7 +8,8 @@
 # PREFIX (default /usr/local) is where the files live once installed; DESTDIR (default
 # empty) is prepended to every path written, for a package's staging tree. The binaries
 # link the Swift runtime statically (--static-swift-stdlib): they run on a host without
-# the Swift toolchain, and need glibc, libstdc++ and OpenSSL 3 (libssl3) from the system.
+# the Swift toolchain, and need glibc 2.36 or later, libstdc++ and OpenSSL 3 (libssl3)
+# from the system.
 # --no-build installs what an earlier run built.
 #
 # What goes where (PREFIX-relative):
@@ -45,13 +46,23 @@ prefix=${prefix%/}
 # A scratch path of its own: the static release objects stay apart from the debug ones
 # and from other release builds. One product per build: `swift build --product A
 # --product B` builds only B.
+#
+# Linked by lld (Packaging/lld-toolset.json) with packed relative relocations, whose
+# table the loader reads at start-up in a few kilobytes where a plain one takes half a
+# megabyte; the daemon also with its functions in the order Packaging/portnamed.order
+# gives, so the code an idle daemon ran fills few pages (see Packaging/README.md).
 scratch=.build/install
 if [ $build = yes ]; then
     for product in portnamed portnamed-cluster portname; do
-        swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product"
+        link=()
+        if [ "$product" = portnamed ]; then
+            link=(-Xlinker "--symbol-ordering-file=$PWD/Packaging/portnamed.order" -Xlinker --no-warn-symbol-ordering)
+        fi
+        swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
+            --toolset Packaging/lld-toolset.json "${link[@]}"
     done
 fi
-bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
+bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path --toolset Packaging/lld-toolset.json)
 
 root=$destdir$prefix
 install -Dm755 "$bin/portnamed" "$bin/portnamed-cluster" "$bin/portname" -t "$root/bin/"

@@ -120,7 +120,12 @@ package enum Daemon {
             exit(1)
         }
         // Only the SIGTERM/SIGINT handler stops this loop; its source keeps every run going.
-        while (try? loop.run(mode: .default, until: nil)) != .stopped {}
+        do throws(ThreadLoopError) {
+            while try loop.run(mode: .default, until: nil) != .stopped {}
+        } catch {
+            log.failure("the main loop failed: \(error)")
+            exit(1)
+        }
         server.stop()
         cluster?.close()
         log.line(.info, "stopped")

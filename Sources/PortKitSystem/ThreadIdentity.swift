@@ -33,4 +33,8 @@ package enum ThreadIdentity {
     package static func setTimerSlack(nanoseconds: UInt) {
         _ = portkit_set_timer_slack(nanoseconds)
     }
+
+    /// How many CPUs the calling thread may run on (its affinity mask; 1 if it cannot be
+    /// read). The corresponding C function is `sched_getaffinity`.
+    package static var allowedCPUCount: Int { Int(portkit_allowed_cpu_count()) }
 }

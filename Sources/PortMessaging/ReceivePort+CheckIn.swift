@@ -33,7 +33,11 @@ extension ReceivePort {
                 if let port = checkIns.withLock(take) { return port }
                 guard isValid else { throw .invalidPort }
                 if ContinuousClock.now >= deadline { throw .receiveTimedOut }
-                _ = try? schedule.loop.run(mode: schedule.modes.first ?? .default, until: deadline, returnAfterSourceHandled: true)
+                do throws(ThreadLoopError) {
+                    _ = try schedule.loop.run(mode: schedule.modes.first ?? .default, until: deadline, returnAfterSourceHandled: true)
+                } catch {
+                    throw .loop(error)
+                }
             }
         }
         guard let port = checkIns.wait(until: deadline, take) else { throw .receiveTimedOut }

@@ -60,7 +60,14 @@ enum PortCommands {
         // Nothing signals this source: it keeps the run going whatever the port does.
         try? loop.add(LoopSource(perform: {}), forMode: .default)
         withExtendedLifetime(client) {
-            while true { _ = try? loop.run() }
+            while true {
+                do throws(ThreadLoopError) {
+                    try loop.run()
+                } catch {
+                    sayError("serve: the run loop failed: \(error)")
+                    exit(1)
+                }
+            }
         }
     }
 

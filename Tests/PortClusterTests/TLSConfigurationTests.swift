@@ -1,4 +1,5 @@
 import Foundation
+import PermanentThread
 import PortCluster
 import PortKitTestSupport
 import Testing
@@ -26,10 +27,10 @@ struct TLSConfigurationTests {
         try "not a certificate\n".write(toFile: garbage, atomically: true, encoding: .utf8)
         let authority = certificates.authority
 
-        #expect(throws: ClusterTLSError.unreadableFile(path: missing, reason: "No such file or directory")) {
+        #expect(throws: ClusterTLSError.unreadableFile(path: missing, failure: SystemCallError(operation: "open", errno: ENOENT))) {
             try ClusterTLS(certificate: missing, privateKey: a.privateKey, authority: authority)
         }
-        #expect(throws: ClusterTLSError.unreadableFile(path: missing, reason: "No such file or directory")) {
+        #expect(throws: ClusterTLSError.unreadableFile(path: missing, failure: SystemCallError(operation: "open", errno: ENOENT))) {
             try ClusterTLS(certificate: a.certificate, privateKey: a.privateKey, authority: missing)
         }
         #expect(throws: ClusterTLSError.keyDoesNotMatchCertificate(certificate: a.certificate, privateKey: b.privateKey)) {

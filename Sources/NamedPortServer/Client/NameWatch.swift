@@ -354,7 +354,11 @@ final class WatchEvents: Sendable {
             while true {
                 if let outcome = queue.withLock(take) { return try outcome.get() }
                 if let deadline, ContinuousClock.now >= deadline { return nil }
-                _ = try? loop.run(mode: Self.waitMode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                do throws(ThreadLoopError) {
+                    _ = try loop.run(mode: Self.waitMode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                } catch {
+                    throw .transport(.loop(error))
+                }
             }
         }
         guard let outcome = queue.wait(until: deadline, take) else { return nil }

@@ -275,7 +275,11 @@ extension ThreadLoop {
     /// The poller chooses how the sleep is taken (see `Poller`): the loop says only how
     /// long it may last, publishes the sleep the poller prepared, and takes it back if work
     /// came meanwhile.
-    func waitForWork(timeout: Duration?) -> [PollEvent] {
+    /// - Throws: `.system` when the poller's wait fails, which only a broken poller does
+    ///   (its descriptor closed under it): the loop records the failure and closes its
+    ///   inbox rather than spin on a wait that fails at once.
+    func waitForWork(timeout: Duration?) throws(ThreadLoopError) -> [PollEvent] {
+        if let failure { throw failure }
         var timeout = timeout
         var sleeping = false
         if timeout != .zero {
@@ -312,8 +316,11 @@ extension ThreadLoop {
         do {
             _ = try poller.wait(timeout: timeout) { ready.append($0) }
         } catch {
-            // A wait fails only on a broken loop (a closed or invalid poller); do not spin.
-            fatalError("ThreadLoop \(name): poller wait failed: \(error)")
+            wakeState.store(WakeState.awake, ordering: .sequentiallyConsistent)
+            inbox.close()
+            let failure = ThreadLoopError("poller wait", error)
+            self.failure = failure
+            throw failure
         }
         // Only a sleep can have been claimed by a waker; a poll leaves the flags alone
         // (`wakeRequested` is cleared by the next drain). A wake-up claimed but not yet

@@ -4,7 +4,7 @@ extension ThreadLoop {
     /// The passes of one run, in CoreFoundation's order; observers see exactly this.
     func runPasses(
         _ mode: LoopMode, _ items: ModeItems, deadline: ContinuousClock.Instant?, returnAfterSourceHandled: Bool
-    ) -> LoopRunResult {
+    ) throws(ThreadLoopError) -> LoopRunResult {
         if stopRequested.exchange(false, ordering: .acquiringAndReleasing) { return .stopped }
         let pollOnly = deadline.map { $0 <= .now } ?? false
         // Asked once: `ContinuousClock.Instant` is resilient, so every copy of an optional
@@ -27,7 +27,7 @@ extension ThreadLoop {
             } else {
                 sleep = timeout(items, deadline)
             }
-            var ready = waitForWork(timeout: sleep)
+            var ready = try waitForWork(timeout: sleep)
             if !poll { notify(.afterWaiting, items) }
 
             fireDueTimers(mode, items)

@@ -99,6 +99,10 @@ public final class ThreadLoop: @unchecked Sendable {
     @exclusivity(unchecked) var spinWindow = 0
     /// Set once the thread ended and the loop was torn down.
     @exclusivity(unchecked) var ended = false
+    /// Set when the poller's wait failed (its descriptor was closed or broken under it): the
+    /// loop can no longer sleep or watch descriptors, its inbox is closed, and every run
+    /// throws this. See `runAcceptedBlocks()`.
+    @exclusivity(unchecked) package internal(set) var failure: ThreadLoopError?
 
     init(name: String) throws(ThreadLoopError) {
         do {
@@ -317,13 +321,16 @@ public final class ThreadLoop: @unchecked Sendable {
     /// the past makes one pass without sleeping and returns `.timedOut` (unless something
     /// else ended it). Runs nest: a handler may run the loop again, in the same or another
     /// mode, and `stop()` ends only the innermost run.
-    /// - Throws: `.notOnLoopThread` when called from another thread.
+    /// - Throws: `.notOnLoopThread` when called from another thread; `.system` when the
+    ///   loop's poller failed (a wait on its descriptor was refused): the loop can no longer
+    ///   wait, it takes no more work, and every later run throws the same error.
     @discardableResult
     public func run(
         mode: LoopMode, until deadline: ContinuousClock.Instant?, returnAfterSourceHandled: Bool = false
     ) throws(ThreadLoopError) -> LoopRunResult {
         guard isCurrent else { throw .notOnLoopThread }
         precondition(mode != .common, "run in a real mode; `common` is a set of modes")
+        if let failure { throw failure }
         guard !ended else { return .finished }
         drainInbox()
         if isEmpty(mode) { return .finished }
@@ -332,11 +339,23 @@ public final class ThreadLoop: @unchecked Sendable {
         rearmParked(in: mode)
         let modeItems = items(of: mode)
         notify(.entry, modeItems)
-        let result = runPasses(mode, modeItems, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
-        notify(.exit, modeItems)
-        runStack.removeLast()
-        rearmParked(in: runStack.last)
-        return result
+        defer {
+            notify(.exit, modeItems)
+            runStack.removeLast()
+            rearmParked(in: runStack.last)
+        }
+        return try runPasses(mode, modeItems, deadline: deadline, returnAfterSourceHandled: returnAfterSourceHandled)
+    }
+
+    /// After the poller failed (`failure`): runs, in order, the blocks and jobs the loop
+    /// accepted before its inbox closed, in `mode` and every common mode, so no accepted
+    /// work is dropped silently. What they perform in turn is refused (`.loopEnded`).
+    package func runAcceptedBlocks(in mode: LoopMode = .default) {
+        precondition(isCurrent, "ThreadLoop.runAcceptedBlocks is for the loop's own thread")
+        repeat {
+            drainInbox()
+            runBlocks(mode)
+        } while !inbox.isEmpty
     }
 
 }

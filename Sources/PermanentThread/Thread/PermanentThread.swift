@@ -20,6 +20,8 @@ import Glibc
 /// before it, then ends the thread and waits until it has exited. Blocks offered after
 /// `stop()` are refused with `PermanentThreadError.stopped`: no block is ever dropped
 /// silently. Dropping the last reference to a `PermanentThread` stops it the same way.
+/// Should its loop fail (the kernel refuses a wait on its poller's descriptor), the thread
+/// stops on its own the same way, and later work is refused with `.loop` and that failure.
 /// The thread itself holds no reference to this object, so it cannot keep its owner alive.
 /// (Handlers you leave on its loop — a repeating timer, a source — that capture the
 /// `PermanentThread` strongly do keep it alive: capture it `weak`, or use
@@ -132,7 +134,8 @@ public final class PermanentThread: Sendable {
     /// - Parameters:
     ///   - label: a name for the work, shown by the stall monitor if the block stalls.
     ///   - block: the work.
-    /// - Throws: `.stopped` after `stop()`; the block is not kept.
+    /// - Throws: `.stopped` after `stop()`; `.loop` with the failure when the thread's loop
+    ///   failed and the thread stopped on its own. The block is not kept.
     public func execute(label: String? = nil, _ block: @escaping @Sendable () -> Void) throws(PermanentThreadError) {
         // Hot path: one atomic load and a slot of the loop's lock-free inbox; no allocation
         // but the closure.
@@ -148,7 +151,7 @@ public final class PermanentThread: Sendable {
                     return false
                 }
             }
-            guard accepted else { throw .stopped }
+            guard accepted else { throw core.refusal }
             return
         }
         try core.executeSlowly(label: label, block)
@@ -171,14 +174,14 @@ public final class PermanentThread: Sendable {
     ) throws(ThreadCallError<Failure>) -> T {
         if core.isCurrent { return try Self.run(body) }
         guard let loop = core.loop else {
-            throw .thread(core.isStopRequested ? .stopped : .notStarted)
+            throw .thread(core.isStopRequested ? core.refusal : .notStarted)
         }
         // The job's context is on this stack; the rest is the calling thread's `SyncSlot`.
         var result: Result<T, ThreadCallError<Failure>>?
         do throws(ThreadLoopError) {
             try SyncSlot.call(on: loop, label: label) { result = Result { () throws(ThreadCallError<Failure>) in try Self.run(body) } }
         } catch {
-            throw .thread(.stopped)
+            throw .thread(core.refusal)
         }
         return try result.unsafelyUnwrapped.get()
     }

@@ -1,4 +1,4 @@
-import CPortKitSystem
+import PortKitSystem
 import Glibc
 import PortKitLocks
 
@@ -33,7 +33,7 @@ final class SyncSlot: @unchecked Sendable {
     private static let maxSpin = 30_000
     /// Whether spinning can help: another CPU may run the permanent thread meanwhile. Asked
     /// per slot, as the calling thread may be pinned.
-    private let canSpin = portkit_allowed_cpu_count() > 1
+    private let canSpin = ThreadIdentity.allowedCPUCount > 1
 
     private init() {}
 

@@ -17,6 +17,10 @@ import PortKitLocks
 ///       │                 │ (loop could not be made: back to idle, run() throws)
 ///       └──stop(), nothing queued──────────────────────────────────────────────────▶ stopped
 ///
+/// A loop whose poller fails (`ThreadLoop.failure`) takes the thread from running to
+/// stopping on its own: the blocks it accepted run, the thread exits, and the work offered
+/// later is refused with `.loop` and that failure rather than `.stopped`.
+///
 /// `stopping` posts one exit marker with `performFinal`, which closes the loop's inbox in
 /// the same step: every block accepted before it runs, every later one is refused.
 // Safety of @unchecked Sendable: the mutable state shared between threads is `state`,
@@ -61,6 +65,8 @@ final class ThreadCore: @unchecked Sendable {
         var handover = Handover()
         var startAttempt = 0
         var startFailure: (attempt: Int, error: PermanentThreadError)?
+        /// Why the loop stopped taking work on its own (its poller failed), if it did.
+        var loopFailure: ThreadLoopError?
         /// Keeps the loop alive as long as the core; `publishedLoop` points at it.
         var loop: ThreadLoop?
     }
@@ -105,6 +111,9 @@ final class ThreadCore: @unchecked Sendable {
 
     /// Whether a `stop()` has been made (the inbox is closed or about to be).
     var isStopRequested: Bool { state.withLock { $0.lifecycle.phase >= 3 } }
+
+    /// What refused work is told: the loop's failure if it failed, else `.stopped`.
+    var refusal: PermanentThreadError { state.withLock { $0.loopFailure.map(PermanentThreadError.loop) ?? .stopped } }
 
     /// Waits until the lifecycle leaves `phase`.
     private func waitForChange(from phase: Int) {
@@ -206,12 +215,27 @@ final class ThreadCore: @unchecked Sendable {
         }
         while !exitRequested {
             // `.stopped` from a user's `loop.stop()` or `.finished` cannot end a permanent
-            // thread: only the exit marker sets `exitRequested`.
-            _ = try? loop.run(mode: .default, until: nil)
+            // thread: only the exit marker sets `exitRequested`, or a failed loop.
+            do {
+                _ = try loop.run(mode: .default, until: nil)
+            } catch {
+                loopFailed(error, loop)
+                break
+            }
         }
         keepAlive = nil
         handOverJobs()
         // Returning runs the loop's thread-exit destructor, which closes its descriptors.
+    }
+
+    /// The loop can no longer wait (its inbox is closed): the thread stops on its own,
+    /// after the work the loop accepted has run.
+    private func loopFailed(_ failure: ThreadLoopError, _ loop: ThreadLoop) {
+        state.withLock { s in
+            s.loopFailure = failure
+            if case .running(let thread) = s.lifecycle { setLifecycle(.stopping(thread, joining: false), &s) }
+        }
+        loop.runAcceptedBlocks()
     }
 
     private static func hand(_ work: PendingWork, to loop: ThreadLoop) {
@@ -324,13 +348,13 @@ final class ThreadCore: @unchecked Sendable {
                 do {
                     try loop.perform(inModes: Self.commonModes, label: label, block)
                 } catch {
-                    throw .stopped
+                    throw s.loopFailure.map(PermanentThreadError.loop) ?? .stopped
                 }
                 return
             }
             switch s.lifecycle {
             case .idle, .starting: s.pending.append(.block(label, block))
-            case .running, .stopping, .stopped: throw .stopped
+            case .running, .stopping, .stopped: throw s.loopFailure.map(PermanentThreadError.loop) ?? .stopped
             }
         }
     }

@@ -1,8 +1,10 @@
+import PermanentThread
+
 /// Why a `ClusterTLS` could not be made from its files. Each names the file at fault.
 public enum ClusterTLSError: Error, Hashable, Sendable, CustomStringConvertible {
-    /// The file cannot be read (missing, or not readable by this process); `reason` is the
-    /// system's.
-    case unreadableFile(path: String, reason: String)
+    /// The file cannot be read (missing, or not readable by this process): `failure` is
+    /// the `open` that failed, with its `errno`.
+    case unreadableFile(path: String, failure: SystemCallError)
     /// The node's certificate file holds no valid PEM certificate.
     case invalidCertificate(path: String, reason: String)
     /// The private key file holds no valid PEM private key.
@@ -22,7 +24,7 @@ public enum ClusterTLSError: Error, Hashable, Sendable, CustomStringConvertible 
     /// A one-line explanation.
     public var description: String {
         switch self {
-        case .unreadableFile(let path, let reason): "cannot read \(path): \(reason)"
+        case .unreadableFile(let path, let failure): "cannot read \(path): \(failure)"
         case .invalidCertificate(let path, let reason): "\(path) holds no valid PEM certificate: \(reason)"
         case .invalidPrivateKey(let path, let reason): "\(path) holds no valid PEM private key: \(reason)"
         case .keyDoesNotMatchCertificate(let certificate, let privateKey):

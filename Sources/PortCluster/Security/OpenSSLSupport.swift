@@ -77,13 +77,13 @@ enum OpenSSLSupport {
         return String(decoding: name.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    /// Why a file cannot be read, or `nil` when it can.
-    static func unreadable(_ path: String) -> String? {
+    /// The failed `open` that says why a file cannot be read, or `nil` when it can.
+    static func unreadable(_ path: String) -> SystemCallError? {
         do {
             try FileDescriptor.open(path, flags: O_RDONLY).close()
             return nil
         } catch {
-            return String(cString: strerror(error.rawValue))
+            return SystemCallError("open", error)
         }
     }
 }

@@ -17,7 +17,7 @@ final class TLSContext: @unchecked Sendable {
     /// - Throws: `ClusterTLSError`, naming the file at fault.
     init(certificate: String, privateKey: String, authority: String) throws(ClusterTLSError) {
         for path in [certificate, privateKey, authority] {
-            if let reason = OpenSSLSupport.unreadable(path) { throw .unreadableFile(path: path, reason: reason) }
+            if let failure = OpenSSLSupport.unreadable(path) { throw .unreadableFile(path: path, failure: failure) }
         }
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_method()) else {

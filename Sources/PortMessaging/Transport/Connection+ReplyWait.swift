@@ -51,7 +51,11 @@ extension Connection {
             }
             let mode = loop.currentMode ?? .default
             while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                _ = try? loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                do throws(ThreadLoopError) {
+                    _ = try loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                } catch {
+                    throw .loop(error)
+                }
             }
         }
         let outcome = replies.wait(until: deadline) { table in table.outcome(sequence) }

@@ -1,7 +1,6 @@
 import Glibc
 import CPortKitSystem
 import Synchronization
-import PortKitSystem
 import PortKitLocks
 
 /// Captures another thread's stack: sends it `SIGURG` with `tgkill`; its handler calls
@@ -16,15 +15,15 @@ import PortKitLocks
 ///
 /// Side effect on the sampled thread, as with any signal: a blocking call the kernel does
 /// not restart (`nanosleep`, `epoll_wait`, `sem_wait`, …) returns early with `EINTR`.
-enum StackSampler {
+package enum StackSampler {
     /// The signal used to interrupt the sampled thread. Permanent threads unblock it; a
     /// thread that blocks it cannot be sampled.
-    static let signal = SIGURG
+    package static let signal = SIGURG
 
     /// Returns the symbolized frames of thread `threadID` (kernel id) from the interrupted
     /// function outwards, or `[]` when it did not answer within `timeout` (it blocks
     /// `SIGURG`, it is gone, or the machinery is unavailable).
-    static func sample(threadID: Int32, timeout: Duration = .milliseconds(250)) -> [String] {
+    package static func sample(threadID: Int32, timeout: Duration = .milliseconds(250)) -> [String] {
         guard threadID > 0, let functions = samplerFunctions, samplerInstalled else { return [] }
         let addresses: [UnsafeMutableRawPointer?] = samplerLock.withLock { _ in
             samplerTarget.store(threadID, ordering: .releasing)
