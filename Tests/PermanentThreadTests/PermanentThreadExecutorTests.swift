@@ -91,6 +91,23 @@ struct PermanentThreadExecutorTests {
         thread.stop()
     }
 
+    @Test func aTaskPreferringTheThreadHoldsItOnlyWhileItRuns() async throws {
+        // A task made with an executor preference retains the executor it is given and, when
+        // it ends, releases the one that executor's `asUnownedTaskExecutor()` names: they
+        // must be the same object, or the thread leaks (and that other object is over-released).
+        weak var released: PermanentThread?
+        do {
+            let thread = PermanentThread(name: "task-holder")
+            try thread.run()
+            released = thread
+            let id = try #require(thread.threadID)
+            for _ in 0..<10 {
+                #expect(await Task(executorPreference: thread) { portkit_gettid() }.value == id)
+            }
+        }
+        #expect(released == nil)
+    }
+
     @Test func jobsAfterStopStillRunSeriallyInsteadOfHanging() async throws {
         let thread = PermanentThread(name: "stopped-home")
         try thread.run()

@@ -66,8 +66,12 @@ extension PortActorSystem {
     private func run(_ target: String, on actor: some DistributedActor, _ decoder: PortInvocationDecoder, _ handler: PortResultHandler) async {
         var decoder = decoder
         do {
-            try await executeDistributedTarget(
-                on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
+            if let resolved = ResolvedTarget.find(target) {
+                try await resolved.execute(on: actor, &decoder, handler, system: self)
+            } else {
+                try await executeDistributedTarget(
+                    on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
+            }
         } catch {
             handler.fail("\(error)")
         }

@@ -20,7 +20,7 @@ final class AsyncReply: Sendable {
         /// Neither the task's continuation nor an outcome is in yet.
         case pending
         /// The task is suspended on this continuation.
-        case parked(CheckedContinuation<Outcome, Never>)
+        case parked(UnsafeContinuation<Outcome, Never>)
         /// The outcome came before the task suspended.
         case early(Outcome)
         /// A completion handler waits instead of a task (`SendPort.request(_:…:completion:)`).
@@ -29,40 +29,42 @@ final class AsyncReply: Sendable {
         case over
     }
 
-    private let phase: Locked<Phase>
-    /// The receive timeout's timer, invalidated when the wait ends otherwise.
-    private let timer = Locked<LoopTimer?>(nil)
+    /// The phase, and the receive timeout's timer (invalidated when the wait ends
+    /// otherwise), behind one lock: a request allocates one lock for its wait.
+    private let state: Locked<(phase: Phase, timer: LoopTimer?)>
 
     /// A wait for a task, which `outcome()` suspends.
-    init() { phase = Locked(.pending) }
+    init() { state = Locked((.pending, nil)) }
 
     /// A wait that calls `handler` with the outcome, on the thread that brings it.
-    init(handler: @escaping @Sendable (Outcome) -> Void) { phase = Locked(.handler(handler)) }
+    init(handler: @escaping @Sendable (Outcome) -> Void) { state = Locked((.handler(handler), nil)) }
 
     /// Ends the wait with `outcome`; false (nothing done) when it had ended already, in which
     /// case a reply in `outcome` is the caller's to discard.
     @discardableResult
     func finish(_ outcome: Outcome) -> Bool {
         enum Resume {
-            case none, task(CheckedContinuation<Outcome, Never>), handler(@Sendable (Outcome) -> Void)
+            case none, task(UnsafeContinuation<Outcome, Never>), handler(@Sendable (Outcome) -> Void)
         }
-        let (won, resume) = phase.withLock { phase -> (Bool, Resume) in
-            switch phase {
+        let (won, resume, timer) = state.withLock { state -> (Bool, Resume, LoopTimer?) in
+            let resume: Resume
+            switch state.phase {
             case .pending:
-                phase = .early(outcome)
-                return (true, .none)
+                state.phase = .early(outcome)
+                resume = .none
             case .parked(let continuation):
-                phase = .over
-                return (true, .task(continuation))
+                state.phase = .over
+                resume = .task(continuation)
             case .handler(let handler):
-                phase = .over
-                return (true, .handler(handler))
+                state.phase = .over
+                resume = .handler(handler)
             case .early, .over:
-                return (false, .none)
+                return (false, .none, nil)
             }
+            return (true, resume, state.timer.take())
         }
         guard won else { return false }
-        timer.withLock { $0.take() }?.invalidate()
+        timer?.invalidate()
         switch resume {
         case .none: break
         case .task(let continuation): continuation.resume(returning: outcome)
@@ -74,22 +76,12 @@ final class AsyncReply: Sendable {
     /// Ends the wait with no outcome (the request was never sent): false when an outcome
     /// came first, and was handed over.
     func abandon() -> Bool {
-        phase.withLock { phase -> Bool in
-            switch phase {
+        state.withLock { state -> Bool in
+            switch state.phase {
             case .over: return false
             default:
-                phase = .over
+                state.phase = .over
                 return true
-            }
-        }
-    }
-
-    /// Whether the wait has an outcome already.
-    private var isFinished: Bool {
-        phase.withLock { phase in
-            switch phase {
-            case .pending, .parked, .handler: false
-            case .early, .over: true
             }
         }
     }
@@ -99,26 +91,33 @@ final class AsyncReply: Sendable {
     func timeOut(at deadline: ContinuousClock.Instant?, on loop: ThreadLoop?) throws(PortError) {
         guard let deadline else { return }
         let timer = LoopTimer(fireAt: deadline) { [self] _ in finish(.failure(.receiveTimedOut)) }
-        self.timer.withLock { $0 = timer }
+        state.withLock { $0.timer = timer }
         if (try? loop?.add(timer, forMode: .common)) == nil {
             let shared = try SharedReplyLoop.loop()
             do { try shared.add(timer, forMode: .common) } catch { throw .invalidPort }
         }
         // Ended meanwhile, before the timer was kept: nothing else will invalidate it.
-        if isFinished { self.timer.withLock { $0.take() }?.invalidate() }
+        let ended = state.withLock { state -> LoopTimer? in
+            switch state.phase {
+            case .pending, .parked, .handler: nil
+            case .early, .over: state.timer.take()
+            }
+        }
+        ended?.invalidate()
     }
 
     /// Suspends the calling task until the wait ends, and returns how. Cancelling the task
     /// ends it at once with `cancelled`.
     func outcome() async -> Outcome {
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
-                let early = phase.withLock { phase -> Outcome? in
-                    guard case .early(let outcome) = phase else {
-                        phase = .parked(continuation)
+            // Unsafe (no checking allocation per wait): the phase resumes it exactly once.
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Outcome, Never>) in
+                let early = state.withLock { state -> Outcome? in
+                    guard case .early(let outcome) = state.phase else {
+                        state.phase = .parked(continuation)
                         return nil
                     }
-                    phase = .over
+                    state.phase = .over
                     return outcome
                 }
                 if let early { continuation.resume(returning: early) }

@@ -1,0 +1,121 @@
+import Distributed
+import PortKitLocks
+
+/// A distributed target's parameter and return types, found once per process.
+///
+/// `executeDistributedTarget` finds them by demangling the target's name on every call (its
+/// parameter count, each parameter's type, its return type): about a third of a served
+/// call's instructions. A non-generic target's types never change, so the system looks them
+/// up on the target's first call, keeps them, and hands each call to the runtime entry point
+/// `executeDistributedTarget` ends in, with the same arguments it would pass. A generic
+/// target (whose types depend on the call's substitutions) and a name that does not resolve
+/// take `executeDistributedTarget` itself, which throws its own errors for the latter.
+// Safety of @unchecked Sendable: every stored property is set in `init` and never changes;
+// the buffers are read only (by the runtime, during calls) until `deinit` frees them.
+final class ResolvedTarget: @unchecked Sendable {
+    /// The target's mangled name, as the runtime reads it.
+    private let name: UnsafeMutableBufferPointer<UInt8>
+    /// The parameters' types, in order.
+    private let parameterTypes: UnsafeMutableBufferPointer<Any.Type>
+    private let returnType: Any.Type
+
+    /// The targets resolved so far, by mangled name. Only names the runtime resolved are
+    /// kept, and only so many: a peer sending ever new names cannot grow it without end.
+    private static let resolved = Locked<[String: ResolvedTarget]>([:])
+    private static let limit = 1024
+
+    /// The non-generic target `identifier`, its types found on its first call; `nil` for a
+    /// generic target or a name the runtime does not resolve.
+    static func find(_ identifier: String) -> ResolvedTarget? {
+        if let known = resolved.withLock({ $0[identifier] }) { return known }
+        guard let target = ResolvedTarget(identifier) else { return nil }
+        return resolved.withLock { table in
+            if let known = table[identifier] { return known }
+            if table.count < limit { table[identifier] = target }
+            return target
+        }
+    }
+
+    private init?(_ identifier: String) {
+        let utf8 = Array(identifier.utf8)
+        let found: (types: [Any.Type], returnType: Any.Type)? = utf8.withUnsafeBufferPointer { name in
+            guard let start = name.baseAddress else { return nil }
+            let length = UInt(name.count)
+            guard _getGenericEnvironmentOfDistributedTarget(start, length) == nil else { return nil }
+            let count = Int(__getParameterCount(start, length))
+            guard count >= 0, let returnType = __getReturnTypeInfo(start, length, nil, nil) else { return nil }
+            let types = [Any.Type](unsafeUninitializedCapacity: count) { buffer, initialized in
+                let written = _parameterTypes(start, length, nil, nil, UnsafeMutableRawPointer(buffer.baseAddress), count)
+                initialized = written == count ? count : 0
+            }
+            guard types.count == count else { return nil }
+            return (types, returnType)
+        }
+        guard let found else { return nil }
+        name = .allocate(capacity: utf8.count)
+        _ = name.initialize(from: utf8)
+        parameterTypes = .allocate(capacity: found.types.count)
+        _ = parameterTypes.initialize(from: found.types)
+        returnType = found.returnType
+    }
+
+    deinit {
+        name.deallocate()
+        parameterTypes.deallocate()
+    }
+
+    /// Runs the target on `actor`, its arguments from `decoder`, and gives `handler` its
+    /// result or what it threw, as `executeDistributedTarget` does.
+    func execute(
+        on actor: some DistributedActor, _ decoder: inout PortInvocationDecoder, _ handler: PortResultHandler,
+        system: PortActorSystem
+    ) async throws {
+        func allocate<R>(_: R.Type) -> UnsafeMutableRawPointer {
+            UnsafeMutableRawPointer(UnsafeMutablePointer<R>.allocate(capacity: 1))
+        }
+        let result = _openExistential(returnType, do: allocate)
+        var filled = false
+        func release<R>(_: R.Type) {
+            let value = result.assumingMemoryBound(to: R.self)
+            if filled { value.deinitialize(count: 1) }
+            value.deallocate()
+        }
+        defer { _openExistential(returnType, do: release) }
+        do {
+            let returnType = try decoder.decodeReturnType() ?? self.returnType
+            try await _executeTarget(
+                on: actor, UnsafePointer(name.baseAddress!), UInt(name.count), argumentDecoder: &decoder,
+                argumentTypes: UnsafeRawPointer(parameterTypes.baseAddress), resultBuffer: result,
+                substitutions: nil, witnessTables: nil, numWitnessTables: 0)
+            filled = true
+            if returnType == Void.self {
+                try await handler.onReturnVoid()
+            } else {
+                try await system.invokeHandlerOnReturn(handler: handler, resultBuffer: UnsafeRawPointer(result), metatype: returnType)
+            }
+        } catch {
+            try await handler.onThrow(error: error)
+        }
+    }
+}
+
+// The runtime's entry points, as the `Distributed` module declares them (there with
+// `Builtin.RawPointer`, which a raw pointer is, for the buffers).
+
+/// Writes the types of the parameters of the target named by the `length` bytes at `name`
+/// into `types` (room for `count`); returns how many, or a negative number when the name
+/// does not resolve.
+@_silgen_name("swift_func_getParameterTypeInfo")
+private func _parameterTypes(
+    _ name: UnsafePointer<UInt8>, _ length: UInt, _ genericEnvironment: UnsafeRawPointer?,
+    _ genericArguments: UnsafeRawPointer?, _ types: UnsafeMutableRawPointer?, _ count: Int
+) -> Int32
+
+/// Decodes the target's arguments with `argumentDecoder` (their types in `argumentTypes`),
+/// calls it on `actor`, and leaves its result in `resultBuffer`.
+@_silgen_name("swift_distributed_execute_target")
+private func _executeTarget<D: DistributedTargetInvocationDecoder>(
+    on actor: AnyObject, _ targetName: UnsafePointer<UInt8>, _ targetNameLength: UInt, argumentDecoder: inout D,
+    argumentTypes: UnsafeRawPointer?, resultBuffer: UnsafeMutableRawPointer, substitutions: UnsafeRawPointer?,
+    witnessTables: UnsafeRawPointer?, numWitnessTables: UInt
+) async throws
