@@ -59,8 +59,8 @@ final class Connection: Sendable {
     /// connection's life (`withLife`): one lock, so that a connection makes one, and its close
     /// fails the requests in the same hold that ends its life.
     let replies = ConditionLock(RequestTable())
-    /// Whether `life` is open, readable without the lock (every write checks it); cleared in
-    /// `close` under `life`'s lock, after the reason is recorded.
+    /// Whether the life is open, readable without the lock (every write checks it); cleared
+    /// in `close` under `replies`' lock, after the reason is recorded.
     let openFlag = Atomic<Bool>(true)
     /// Whether a read may wait for data (`readAvailable(waitingFirst:)`); decided once, by
     /// `prepareWaitingReads`, under `inbound`'s lock.
@@ -141,8 +141,8 @@ final class Connection: Sendable {
         passCredentialsNow()
     }
 
-    /// Set before the flag (two threads may both set it, which does no harm), so that no
-    /// thread writes on the flag's word before the socket passes credentials.
+    /// The option is set before the flag (two threads may both set it, which does no harm):
+    /// a thread that sees the flag knows the socket passes credentials.
     private func passCredentialsNow() {
         guard case .socket(let fd) = medium else { return }
         _ = withDescriptors { try? fd.passCredentials() }
@@ -200,7 +200,7 @@ final class Connection: Sendable {
     var closedError: PortError { replies.withLock { $0.failure } ?? .invalidPort }
 
     /// Runs `body`, which uses the descriptors, as a user of them; `nil` when the connection
-    /// is closed (nothing was called). Never call it holding `inbound`'s or `life`'s lock:
+    /// is closed (nothing was called). Never call it holding `inbound`'s or `replies`' lock:
     /// the last user out releases the descriptors, which takes both.
     @inline(__always)
     func withDescriptors<R>(_ body: () -> R) -> R? {

@@ -1,8 +1,9 @@
 import PermanentThread
 
-/// The requests in flight on one connection and why it failed. Several may wait at once,
-/// from any threads, each for the reply with its own sequence number; replies are matched
-/// by that number, in whatever order they come.
+/// The requests in flight on one connection, who reads their replies, and the
+/// connection's life (open, or closed and why). Several may wait at once, from any
+/// threads, each for the reply with its own sequence number; replies are matched by that
+/// number, in whatever order they come.
 struct RequestTable {
     private struct Slot {
         let sequence: UInt64
