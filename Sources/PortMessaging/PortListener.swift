@@ -16,6 +16,9 @@ final class PortListener: Sendable {
     /// What secures each accepted connection before the port takes it (a secured TCP
     /// listener's); `nil`: the port takes each one as it is accepted.
     let streamSecurity: (any StreamSecurity)?
+    /// Whether the listening Unix socket passes credentials (SO_PASSCRED): each accepted
+    /// socket then inherits it, and its connection needs no system call to set it.
+    let passesCredentials: Bool
     /// What accepts, once the port is scheduled; a spare descriptor for running out.
     let state = Locked(State())
 
@@ -40,6 +43,7 @@ final class PortListener: Sendable {
         self.socket = socket
         self.madeFile = madeFile
         self.streamSecurity = streamSecurity
+        if case .tcp? = address { passesCredentials = false } else { passesCredentials = (try? socket.passCredentials()) != nil }
         state.withLock { $0.spare = try? FileSystem.openNull() }
     }
 
@@ -157,7 +161,7 @@ final class PortListener: Sendable {
                     try? port.adoptTCPConnection(accepted)
                 } else if port.refuses(accepted) {
                     continue
-                } else if let connection = try? port.adoptAccepted(accepted) {
+                } else if let connection = try? port.adoptAccepted(accepted, passesCredentials: passesCredentials) {
                     fresh.append(connection)
                 }
             case .success(nil):

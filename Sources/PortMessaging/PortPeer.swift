@@ -18,7 +18,13 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// child or the parent; for a connection that travelled as a port, the process that
     /// made it (a broker, say). What each message's sender is, `Message.sender` says.
     /// `nil` over TCP: the kernel names no process on another host (see `remoteAddress`).
-    public let credentials: SenderCredentials?
+    ///
+    /// Asked of the kernel the first time someone wants it, not as the connection is made:
+    /// a connection nobody asks about (a looked-up port's, say) makes no system call for it.
+    public var credentials: SenderCredentials? {
+        if let known = knownCredentials.load() { return known.credentials }
+        return knownCredentials.storeIfNil(KnownCredentials(isConnected ? finding()?.remoteCredentials : nil)).credentials
+    }
     /// Where a peer connected over TCP connected from (`HOST:PORT`, `[HOST]:PORT` for
     /// IPv6), as the kernel names it; `nil` for every other connection.
     public let remoteAddress: String?
@@ -27,6 +33,13 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// subject); `nil` for every other connection.
     public let remoteIdentity: String?
     private let connected = Atomic<Bool>(true)
+    /// The credentials once read (or known when the connection was made); `nil` until then.
+    /// An atomic, not a lock: a peer is made per connection, and it is set once.
+    private let knownCredentials = AtomicLazyReference<KnownCredentials>()
+    /// Whether the peer has left its connection's hands (in a message, a peer event, a
+    /// list of peers): then its credentials, if still unread, are read before its
+    /// connection's descriptors close (`settleCredentials`), so it keeps saying who it was.
+    private let handedOut = Atomic<Bool>(false)
     /// The peer's connection while its port holds it (found by identity: no weak
     /// reference, which would give every connection a side table).
     private let finding: @Sendable () -> Connection?
@@ -38,15 +51,25 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
 
     private static let nextID = Atomic<UInt64>(1)
 
+    /// A peer's credentials once known (`nil` inside for a peer that has none).
+    private final class KnownCredentials: Sendable {
+        let credentials: SenderCredentials?
+        init(_ credentials: SenderCredentials?) { self.credentials = credentials }
+        /// The credentials of every TCP peer: none.
+        static let none = KnownCredentials(nil)
+    }
+
+    /// A peer whose `credentials` are known already (`.some`), or asked of its connection
+    /// when first wanted (`nil`).
     init(
-        credentials: SenderCredentials?, remoteAddress: String? = nil, remoteIdentity: String? = nil,
+        credentials: SenderCredentials??, remoteAddress: String? = nil, remoteIdentity: String? = nil,
         connection finding: @escaping @Sendable () -> Connection?
     ) {
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
-        self.credentials = credentials
         self.remoteAddress = remoteAddress
         self.remoteIdentity = remoteIdentity
         self.finding = finding
+        if let credentials { _ = knownCredentials.storeIfNil(credentials.map(KnownCredentials.init) ?? .none) }
     }
 
     /// A pidfd of the peer's process, which the caller closes: what a peer requirement
@@ -88,6 +111,20 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
 
     /// Marks the peer gone (its connection closed).
     func markDisconnected() { connected.store(false, ordering: .releasing) }
+
+    /// Notes that the peer leaves its connection's hands (`handedOut`). One load per
+    /// message once noted.
+    @inline(__always)
+    func noteHandedOut() {
+        if !handedOut.load(ordering: .relaxed) { handedOut.store(true, ordering: .relaxed) }
+    }
+
+    /// Reads the credentials now, while `connection`'s descriptors are open, if someone
+    /// may ask for them later and they are still unread; called as the connection closes.
+    func settleCredentials(from connection: Connection) {
+        guard handedOut.load(ordering: .relaxed), knownCredentials.load() == nil else { return }
+        _ = knownCredentials.storeIfNil(KnownCredentials(connection.remoteCredentials))
+    }
 
     /// `peer #ID (pid=… uid=… gid=…)`, or `peer #ID (from HOST:PORT)` over TCP, or
     /// `peer #ID (NAME from HOST:PORT)` over secured TCP.

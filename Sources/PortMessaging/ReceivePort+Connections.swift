@@ -21,13 +21,14 @@ extension ReceivePort {
         try adopt(Connection(.socket(socket), limits: limits, socketPeer: .thisProcess))
     }
 
-    /// Adopts a socket the port's own listener accepted (non-blocking already). Returns the
+    /// Adopts a socket the port's own listener accepted (non-blocking already, and passing
+    /// credentials if `passesCredentials`, inherited from the listener). Returns the
     /// connection when it may be read at once, here: the port is scheduled on this thread's
     /// loop and reading (the listener then reads it in its accepting pass, rather than
     /// after the loop's next wait, so a client that sends right after connecting is
     /// answered one wake-up sooner).
-    func adoptAccepted(_ socket: FileDescriptor) throws(PortError) -> Connection? {
-        let connection = Connection(.socket(socket), limits: limits)
+    func adoptAccepted(_ socket: FileDescriptor, passesCredentials: Bool) throws(PortError) -> Connection? {
+        let connection = Connection(.socket(socket), limits: limits, passesCredentials: passesCredentials)
         return try adopt(connection) ? connection : nil
     }
 
@@ -48,13 +49,18 @@ extension ReceivePort {
         // count): the handler runs while the connection closes, so the identity is its own.
         let identity = ObjectIdentifier(connection)
         let peer = PortPeer(
-            credentials: connection.remoteCredentials, remoteAddress: connection.remoteAddress,
+            credentials: connection.credentialsKnownWithoutAsking, remoteAddress: connection.remoteAddress,
             remoteIdentity: connection.remoteIdentity
         ) { [weak self] in
             self?.state.withLock { $0.connections[identity] }
         }
         connection.attach(peer)
-        connection.onClose { [weak self] reason in
+        // Unowned: only this connection's close runs the handler, so it is alive meanwhile.
+        connection.onClose { [weak self, unowned(unsafe) connection] reason in
+            // While the descriptors are open: a peer handed out, or about to be in the
+            // event below, keeps saying who it was.
+            if self?.reportsPeerEvents == true { peer.noteHandedOut() }
+            peer.settleCredentials(from: connection)
             peer.markDisconnected()
             guard let self else { return }
             _ = self.state.withLock { $0.connections.removeValue(forKey: identity) }

@@ -61,6 +61,11 @@ extension ReceivePort {
         state.withLock { $0.peerObserver = handler }
     }
 
+    /// Whether peer events go anywhere (an observer or a watcher).
+    var reportsPeerEvents: Bool {
+        state.withLock { $0.peerObserver != nil || !$0.peerWatchers.isEmpty }
+    }
+
     /// Hands `event` to the peer observer on the port's loop thread (now, when this is
     /// it); nothing when there is no observer or the port is not scheduled.
     func report(_ event: PeerEvent) {
@@ -69,6 +74,9 @@ extension ReceivePort {
             guard state.peerObserver != nil || !state.peerWatchers.isEmpty, let loop = state.schedule?.loop else { return nil }
             return (state.peerObserver, Array(state.peerWatchers.values), loop)
         }) else { return }
+        switch event {
+        case .connected(let peer), .disconnected(let peer, _): peer.noteHandedOut()
+        }
         let tell: @Sendable () -> Void = {
             observer?(event)
             for watcher in watchers { watcher(event) }

@@ -19,7 +19,9 @@ extension ReceivePort {
 
     /// The peers of the port's connections from other processes now.
     package var connectedPeers: [PortPeer] {
-        state.withLock { state in state.connections.values.compactMap(\.peer) }
+        let peers = state.withLock { state in state.connections.values.compactMap(\.peer) }
+        for peer in peers { peer.noteHandedOut() }
+        return peers
     }
 
     /// The loop the port is scheduled on, if it is (`scheduledLoop`, for other modules).

@@ -33,6 +33,25 @@ struct SenderCredentialsTests {
         #expect(served.received.all.first?.sender == me)
     }
 
+    /// A port's peer asks SO_PEERCRED only when someone wants it; one handed out in a
+    /// message and not asked while connected still says who it was after its end, and a
+    /// socket end that passes credentials only from its first write names its sender.
+    @Test func aPeerHandedOutKeepsItsCredentialsAfterItsEnd() throws {
+        let served = ServedPort { Message(id: $0.id, bytes: $0.bytes) }
+        defer { served.stop() }
+        let (adopted, sending) = try Connection.makeSocketPair()
+        try served.port.adoptConnection(adopted)
+        let port = SendPort(adoptingSocket: sending)
+        let reply = try port.blockingRequest(Message(id: 1, text: "request"), receiveTimeout: .seconds(30))
+        #expect(reply.sender == me)
+        let message = try #require(served.received.all.first)
+        #expect(message.sender == me)
+        let peer = try #require(message.peer)
+        port.invalidate()
+        #expect(eventually { !peer.isConnected })
+        #expect(peer.credentials == me, "read as the connection closed")
+    }
+
     @Test(arguments: [ChildWorker.Channel.socket, .pipes])
     func aChildsMessagesAndRepliesNameTheChild(channel: ChildWorker.Channel) throws {
         let child = try WorkerChild(channel: channel)

@@ -7,6 +7,8 @@ extension ThreadLoop {
     func add(_ item: LoopItem, _ mode: LoopMode) throws(ThreadLoopError) {
         try checkOpen()
         try item.withAttachment { (a) throws(ThreadLoopError) in try a.attach(to: self) }
+        // On the loop's thread, with no block made to carry the change.
+        if isCurrent { return insert(item, into: mode) }
         onLoopThread { loop in loop.insert(item, into: mode) }
     }
 
@@ -17,20 +19,31 @@ extension ThreadLoop {
     }
 
     func remove(_ item: LoopItem, _ mode: LoopMode) {
+        if isCurrent { return remove(item, from: mode) }
         onLoopThread { loop in loop.remove(item, from: mode) }
     }
 
     /// Told by an item's `invalidate()`: take it out of every mode.
     func itemInvalidated(_ item: LoopItem) {
+        if isCurrent { return removeEverywhere(item) }
         onLoopThread { loop in loop.removeEverywhere(item) }
     }
 
     // MARK: Mode bookkeeping (loop thread)
 
     func items(of mode: LoopMode) -> ModeItems {
-        if let items = modes[mode] { return items }
+        if let items = existingItems(of: mode) { return items }
         let items = ModeItems()
         modes[mode] = items
+        return items
+    }
+
+    /// `modes[mode]`, remembered for the next lookup of the same mode.
+    @inline(__always)
+    func existingItems(of mode: LoopMode) -> ModeItems? {
+        if let last = lastModeItems, last.mode == mode { return last.items }
+        guard let items = modes[mode] else { return nil }
+        lastModeItems = (mode, items)
         return items
     }
 
@@ -88,7 +101,7 @@ extension ThreadLoop {
     }
 
     func remove(_ item: LoopItem, fromRealMode mode: LoopMode) {
-        guard let target = modes[mode], target.remove(item) else { return }
+        guard let target = existingItems(of: mode), target.remove(item) else { return }
         let lastMode = item.withAttachment { a in a.modes.remove(mode); return a.modes.isEmpty }
         switch item {
         case .timer:
@@ -118,7 +131,7 @@ extension ThreadLoop {
 
     /// Re-arms the parked descriptor sources of `mode` (after a run in another mode).
     func rearmParked(in mode: LoopMode?) {
-        guard let mode, !parkedSources.isEmpty, let items = modes[mode] else { return }
+        guard let mode, !parkedSources.isEmpty, let items = existingItems(of: mode) else { return }
         for (token, source) in parkedSources where items.descriptors[token] != nil {
             parkedSources[token] = nil
             try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: source.pollInterest, token: token)
@@ -143,7 +156,7 @@ extension ThreadLoop {
 
     /// Nothing in the mode could make a run in it do anything.
     func isEmpty(_ mode: LoopMode) -> Bool {
-        isEmpty(mode, modes[mode])
+        isEmpty(mode, existingItems(of: mode))
     }
 
     /// `isEmpty(mode)` when the run already has the mode's items (no dictionary lookup).

@@ -81,6 +81,7 @@ extension ThreadLoop {
             }
         }
         modes.removeAll()
+        lastModeItems = nil
         held.removeAll()
         spare = []
         descriptorSources.removeAll()

@@ -60,6 +60,9 @@ public final class ThreadLoop: @unchecked Sendable {
     // never inside one), so the runtime's dynamic exclusivity check on each class property
     // access (a thread-local access set, a fifth of a descriptor-driven pass) proves nothing.
     @exclusivity(unchecked) var modes: [LoopMode: ModeItems] = [:]
+    /// The mode found last in `modes`, and its items (`existingItems(of:)`): a connection's
+    /// source is added to and removed from one mode, whose name is then not hashed again.
+    @exclusivity(unchecked) var lastModeItems: (mode: LoopMode, items: ModeItems)?
     @exclusivity(unchecked) var commonModes: Set<LoopMode> = [.default] {
         didSet { commonModesVersion &+= 1 }
     }
@@ -251,7 +254,10 @@ public final class ThreadLoop: @unchecked Sendable {
                 throw ThreadLoopError("poller register(\(source.descriptor))", error)
             }
         }
-        guard armNow else { return onLoopThread { loop in loop.insert(.descriptor(source), into: mode) } }
+        guard armNow else {
+            if isCurrent { return insert(.descriptor(source), into: mode) }
+            return onLoopThread { loop in loop.insert(.descriptor(source), into: mode) }
+        }
         armedOnAdd = source.token
         insert(.descriptor(source), into: mode)
         armedOnAdd = nil

@@ -12,7 +12,7 @@ extension Connection {
     /// - Throws: `.system` when the shared reply loop cannot be started, or the connection
     ///   cannot be watched (out of descriptors).
     func replyLoop() throws(PortError) -> ThreadLoop {
-        if let loop = life.withLock({ $0.loop }) { return loop }
+        if let loop = withLife({ $0.loop }) { return loop }
         if let chosen = replies.withLock({ $0.reader.chosenLoop }) { return chosen }
         let shared = try SharedReplyLoop.loop()
         return try readReplies(on: shared)
@@ -61,7 +61,7 @@ extension Connection {
     /// - Throws: `.system` when the connection cannot be watched (out of descriptors).
     @discardableResult
     func readReplies(on loop: ThreadLoop) throws(PortError) -> ThreadLoop {
-        if let bound = life.withLock({ $0.loop }) { return bound }
+        if let bound = withLife({ $0.loop }) { return bound }
         let (reader, startNow) = replies.withLock { $0.reader.choose(loop) }
         if startNow { try startLoopReader(on: reader) }
         return reader
@@ -87,7 +87,7 @@ extension Connection {
     /// requests; other frames are dropped, as a blocked requester's read drops them. A
     /// connection bound to a port since is read by the port's loop: this source stops.
     private func sharedLoopCanRead(_ source: DescriptorSource) {
-        guard life.withLock({ $0.handler == nil }) else { return source.invalidate() }
+        guard withLife({ $0.handler == nil }) else { return source.invalidate() }
         _ = readAvailable(maxChunks: 16, takeUnbound)
     }
 

@@ -16,6 +16,7 @@ extension Connection {
         // peer's end, or its send port's invalidation.
         // A user of the descriptor until its source is handed to the loop: a close meanwhile
         // leaves the number registered to no one else.
+        passCredentialsBeforeUse()
         guard gate.enter() else { throw closedError }
         defer { if gate.leave() { releaseDescriptors() } }
         let target = ReadTarget(connection: self)
@@ -23,7 +24,7 @@ extension Connection {
             target.connection.loopCanRead()
         }
         let binding = Binding(port: port, handler: handler, loop: loop, source: source)
-        let stillOpen = life.withLock { $0.changeOpen { $0.binding = binding } != nil }
+        let stillOpen = withLife { $0.changeOpen { $0.binding = binding } != nil }
         guard stillOpen else { throw .peerDied }
         do {
             for mode in modes { try loop.add(source, forMode: mode) }
@@ -35,7 +36,7 @@ extension Connection {
 
     /// The source that reads the connection for its port, while it is open and bound.
     var boundSource: DescriptorSource? {
-        life.withLock { $0.binding?.source }
+        withLife { $0.binding?.source }
     }
 
     /// Watches the connection for its peer's death on `loop`: a hang-up-only source (incoming
@@ -55,7 +56,7 @@ extension Connection {
         let duplicate = try usingDescriptors("dup") { () throws(Errno) -> FileDescriptor in try readFD.duplicate() }
         let source = DescriptorSource(descriptor: duplicate.rawValue, events: events, handler: handler)
         let watcher = Watcher(loop: loop, source: source, descriptor: duplicate)
-        let installed = life.withLock { $0.changeOpen { $0.watchers.append(watcher) } != nil }
+        let installed = withLife { $0.changeOpen { $0.watchers.append(watcher) } != nil }
         guard installed else {
             try? duplicate.close()
             return

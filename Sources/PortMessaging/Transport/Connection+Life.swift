@@ -76,7 +76,7 @@ extension Connection {
 
     /// Runs `handler` once when the connection closes (at once if it is closed already).
     func onClose(_ handler: @escaping @Sendable (PortError) -> Void) {
-        let closedAlready = life.withLock { life -> PortError? in
+        let closedAlready = withLife { life -> PortError? in
             if life.changeOpen({ $0.closedHandlers.append(handler) }) != nil { return nil }
             guard case .closed(let reason, _) = life else { return nil }
             return reason
@@ -91,15 +91,12 @@ extension Connection {
     /// reused descriptor number is never deregistered or written to by mistake).
     func close(_ reason: PortError) {
         var waiters: [AsyncReply] = []
-        let taken = life.withLock { life -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
-            guard case .open(let open) = life else { return nil }
-            replies.withLock { table in
-                if table.failure == nil { table.failure = reason }
-                waiters = table.asyncWaiters
-            }
+        let taken = replies.withLock { table -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
+            guard case .open(let open) = table.life else { return nil }
+            waiters = table.asyncWaiters
             // The port and its handler are let go here, under the lock, as the binding ends.
             let (source, loop) = (open.binding?.source, open.binding?.loop)
-            life = .closed(reason, release: Release(source: source, loop: loop))
+            table.life = .closed(reason, release: Release(source: source, loop: loop))
             openFlag.store(false, ordering: .releasing)
             return (source, loop, open.closedHandlers, open.watchers)
         }
@@ -135,7 +132,7 @@ extension Connection {
 
     /// Releases the descriptors, once: the connection is closed and no one uses them.
     func releaseDescriptors() {
-        let taken = life.withLock { life -> Release? in
+        let taken = withLife { life -> Release? in
             guard case .closed(let reason, let release?) = life else { return nil }
             life = .closed(reason, release: nil)
             return release

@@ -74,6 +74,7 @@ extension Connection {
     func readAvailable(
         maxChunks: Int, waitingFirst: Bool = false, until stop: () -> Bool = { false }, _ deliver: (Delivery) -> Void
     ) -> ReadEnd {
+        passCredentialsBeforeUse()
         var batch = Deliveries()
         defer {
             // The array of a many-frame read goes back for the next one.
@@ -315,13 +316,16 @@ extension Connection {
         var message = Message(id: header.id, components: components, replyPort: replyPort)
         if let firstPayload { message.components[0] = .data(firstPayload) }
         message.sender = state.sender
-        message.peer = state.peer
+        if let peer = state.peer {
+            peer.noteHandedOut()
+            message.peer = peer
+        }
         return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
     }
 
     /// Called by the loop when a bound connection is readable.
     func loopCanRead() {
-        let handler = life.withLock { $0.handler }
+        let handler = withLife { $0.handler }
         // A port's iteration that holds as much as it may stops the reading after this read
         // (its source is out of the loop's modes by then).
         let stream = handler?.stream
@@ -342,10 +346,10 @@ extension Connection {
         case .incoming(let kind, let sequence, let message):
             guard let handler else { return discard(message) }
             ReceivePort.receive(message, kind: kind, sequence: sequence, from: self, handler: handler) {
-                self.life.withLock { $0.port }
+                self.withLife { $0.port }
             }
         case .adopt(let socket):
-            if let port = life.withLock({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
+            if let port = withLife({ $0.port }) { try? port.adoptConnection(socket) } else { try? socket.close() }
         case .limits(let bytes):
             peerMaxMessageBytes.store(bytes, ordering: .relaxed)
         }

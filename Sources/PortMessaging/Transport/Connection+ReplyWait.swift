@@ -41,12 +41,12 @@ extension Connection {
         let mayWaitReading = timeout.map { $0 > Self.waitingReadMargin } ?? true
         // Neither the port nor the loop is retained here: both have side-table reference
         // counts (weak references to them exist), which make every retain a slow one.
-        let (bound, onLoopThread) = life.withLock { ($0.handler != nil, $0.loop?.isCurrent ?? false) }
+        let (bound, onLoopThread) = withLife { ($0.handler != nil, $0.loop?.isCurrent ?? false) }
         guard bound else { return try awaitReplyReading(sequence, deadline: deadline, mayWaitReading: mayWaitReading) }
         if onLoopThread {
             if let reply = try awaitReplyDirectly(sequence, deadline: deadline, mayWaitReading: mayWaitReading) { return reply }
             // Slow: run the loop (its source reads the connection) until the reply is in.
-            guard let loop = life.withLock({ $0.loop }), loop.isCurrent else {
+            guard let loop = withLife({ $0.loop }), loop.isCurrent else {
                 return try awaitReplyReading(sequence, deadline: deadline, mayWaitReading: false)
             }
             let mode = loop.currentMode ?? .default
@@ -88,7 +88,7 @@ extension Connection {
                     reply = message
                     return
                 }
-                if handler == nil { handler = .some(life.withLock { $0.handler }) }
+                if handler == nil { handler = .some(withLife { $0.handler }) }
                 deliver(delivery, handler: handler ?? nil)
             }
             if let reply {

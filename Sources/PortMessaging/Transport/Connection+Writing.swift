@@ -31,6 +31,7 @@ extension Connection {
     ) throws(PortError) -> Bool {
         guard isOpen else { throw closedError }
         if !descriptors.isEmpty && !carriesDescriptors { throw medium.refusal("a port or file descriptor") }
+        passCredentialsBeforeUse()
         // The usual case in one lock hold: the token is free, nothing is queued, and the
         // whole frame goes out in one non-blocking write, made while holding the lock (other
         // writers wait for the length of one system call). Only otherwise is the token taken

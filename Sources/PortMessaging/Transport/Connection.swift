@@ -55,19 +55,22 @@ final class Connection: Sendable {
     /// Bytes and descriptors read but not yet made into messages, and the buffer reads go
     /// into; held for the whole of a read, so reads on two threads cannot interleave.
     let inbound: Locked<Inbound>
-    /// The requests in flight, their replies, and the reason every request without a reply
-    /// gets once the connection has closed (the same reason as `life`'s).
+    /// The requests in flight and their replies, who reads them (`ReplyReader`), and the
+    /// connection's life (`withLife`): one lock, so that a connection makes one, and its close
+    /// fails the requests in the same hold that ends its life.
     let replies = ConditionLock(RequestTable())
-    /// Open (and what it is bound to) or closed (and why, and what releases the descriptors).
-    let life = Locked(Life.open(.init()))
-    /// Whether `life` is open, readable without the lock (every write checks it); cleared in
-    /// `close` under `life`'s lock, after the reason is recorded.
+    /// Whether the life is open, readable without the lock (every write checks it); cleared
+    /// in `close` under `replies`' lock, after the reason is recorded.
     let openFlag = Atomic<Bool>(true)
     /// Whether a read may wait for data (`readAvailable(waitingFirst:)`); decided once, by
     /// `prepareWaitingReads`, under `inbound`'s lock.
     let waitingReads = Atomic<WaitingReads>(.unknown)
     /// Whether the socket was made blocking (see `init`).
     let blockingSocket: Bool
+    /// Whether a socket's receives bring their sender (SO_PASSCRED) yet: set before the
+    /// connection's first read or write (`passCredentialsBeforeUse`), so that a connection
+    /// never used (a looked-up port let go) makes no system call for it.
+    let credentialsPassed: Atomic<Bool>
 
     /// The largest message the peer's port accepts, as it announced (a `limits` frame);
     /// 0 until then.
@@ -111,23 +114,49 @@ final class Connection: Sendable {
     /// waiting read passes `MSG_DONTWAIT`, so only waiting reads block on it): its first
     /// wait for a reply then sets no descriptor flag. `socketPeer` is what SO_PEERCRED
     /// would say, when the caller knows it (`remoteCredentials` then makes no system call).
-    /// `firstFrameLimits`, if given, hold the peer's first frame (`WireFrameSplitter`).
+    /// `passesCredentials`: the socket passes them already (accepted from a listener that
+    /// does). `firstFrameLimits`, if given, hold the peer's first frame (`WireFrameSplitter`).
     init(
         _ medium: Medium, limits: WireLimits = .transport(), pipePeer: SenderCredentials? = nil, socketPeer: SenderCredentials? = nil,
-        blockingSocket: Bool = false, firstFrameLimits: WireLimits? = nil
+        blockingSocket: Bool = false, passesCredentials: Bool = false, firstFrameLimits: WireLimits? = nil
     ) {
         self.medium = medium
         self.limits = limits
         self.pipePeer = pipePeer
         self.socketPeer = socketPeer
         self.blockingSocket = blockingSocket
+        if case .socket = medium { credentialsPassed = Atomic(passesCredentials) } else { credentialsPassed = Atomic(true) }
         inbound = Locked(Inbound(splitter: WireFrameSplitter(limits: limits, firstFrameLimits: firstFrameLimits), sender: pipePeer))
-        // Every read then names its sender, wherever the socket was made (a socket pair's
-        // SO_PEERCRED would name the process that made it, a broker say).
-        if case .socket(let fd) = medium { try? fd.passCredentials() }
+    }
+
+    /// Makes every receive on a socket name its sender (SO_PASSCRED), once, before the
+    /// connection's first read or write (a socket pair's SO_PEERCRED would name the process
+    /// that made it, a broker say). Before the first write is early enough: the kernel
+    /// attaches the sender's credentials to what is written while either end passes them,
+    /// and every PortKit end sets it before it writes (a listener's accepted ends inherit it),
+    /// so nothing the peer wrote before this call lacks them.
+    @inline(__always)
+    func passCredentialsBeforeUse() {
+        guard !credentialsPassed.load(ordering: .acquiring) else { return }
+        passCredentialsNow()
+    }
+
+    /// The option is set before the flag (two threads may both set it, which does no harm):
+    /// a thread that sees the flag knows the socket passes credentials.
+    private func passCredentialsNow() {
+        guard case .socket(let fd) = medium else { return }
+        _ = withDescriptors { try? fd.passCredentials() }
+        credentialsPassed.store(true, ordering: .releasing)
     }
 
     var isOpen: Bool { openFlag.load(ordering: .acquiring) }
+
+    /// Runs `body` on the connection's life: open (and what it is bound to) or closed (and
+    /// why, and what releases the descriptors); under `replies`' lock.
+    @inline(__always)
+    func withLife<R>(_ body: (inout Life) -> R) -> R {
+        replies.withLock { body(&$0.life) }
+    }
 
     /// Names the peer the connection's messages come from (`Message.peer`).
     func attach(_ peer: PortPeer) {
@@ -154,6 +183,13 @@ final class Connection: Sendable {
         }
     }
 
+    /// `remoteCredentials` when they need no system call (`.some`, `nil` inside for TCP),
+    /// or `nil` when only SO_PEERCRED can tell.
+    var credentialsKnownWithoutAsking: SenderCredentials?? {
+        if case .socket = medium, socketPeer == nil { return nil }
+        return .some(remoteCredentials)
+    }
+
     /// The peer's verified identity over a secured medium (`SecuredStream.peerIdentity`);
     /// `nil` for every other medium.
     var remoteIdentity: String? {
@@ -164,7 +200,7 @@ final class Connection: Sendable {
     var closedError: PortError { replies.withLock { $0.failure } ?? .invalidPort }
 
     /// Runs `body`, which uses the descriptors, as a user of them; `nil` when the connection
-    /// is closed (nothing was called). Never call it holding `inbound`'s or `life`'s lock:
+    /// is closed (nothing was called). Never call it holding `inbound`'s or `replies`' lock:
     /// the last user out releases the descriptors, which takes both.
     @inline(__always)
     func withDescriptors<R>(_ body: () -> R) -> R? {

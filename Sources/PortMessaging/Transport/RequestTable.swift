@@ -1,8 +1,9 @@
 import PermanentThread
 
-/// The requests in flight on one connection and why it failed. Several may wait at once,
-/// from any threads, each for the reply with its own sequence number; replies are matched
-/// by that number, in whatever order they come.
+/// The requests in flight on one connection, who reads their replies, and the
+/// connection's life (open, or closed and why). Several may wait at once, from any
+/// threads, each for the reply with its own sequence number; replies are matched by that
+/// number, in whatever order they come.
 struct RequestTable {
     private struct Slot {
         let sequence: UInt64
@@ -17,8 +18,12 @@ struct RequestTable {
     private var nextSequence: UInt64 = 1
     /// In the order sent; usually one, so a search is a look at the only entry.
     private var slots: [Slot] = []
-    /// Why the connection failed: what every request without a reply gets.
-    var failure: PortError?
+    /// The connection's life (`Connection.withLife`), kept here to share the table's lock.
+    var life = Connection.Life.open(.init())
+    /// Why the connection failed, once closed: what every request without a reply gets.
+    var failure: PortError? {
+        if case .closed(let reason, _) = life { reason } else { nil }
+    }
     /// Who reads the connection, when no receive port's loop does (`ReplyReader`).
     var reader = ReplyReader.nobody
 
