@@ -33,11 +33,7 @@ extension ReceivePort {
                 if let port = checkIns.withLock(take) { return port }
                 guard isValid else { throw .invalidPort }
                 if ContinuousClock.now >= deadline { throw .receiveTimedOut }
-                do throws(ThreadLoopError) {
-                    _ = try schedule.loop.run(mode: schedule.modes.first ?? .default, until: deadline, returnAfterSourceHandled: true)
-                } catch {
-                    throw .loop(error)
-                }
+                try schedule.loop.runForWait(in: schedule.modes.first ?? .default, until: deadline)
             }
         }
         guard let port = checkIns.wait(until: deadline, take) else { throw .receiveTimedOut }

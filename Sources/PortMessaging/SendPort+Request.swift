@@ -66,11 +66,7 @@ package struct SentRequest: Sendable {
             // The receiver runs on this very thread: run its loop until the reply is in.
             let deadline = timeout.map { ContinuousClock.now + $0 }
             while slot.result == nil, deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                do throws(ThreadLoopError) {
-                    _ = try loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
-                } catch {
-                    throw .loop(error)
-                }
+                try loop.runForWait(in: mode, until: deadline)
             }
             guard let result = slot.result else { throw .receiveTimedOut }
             return try result.get()

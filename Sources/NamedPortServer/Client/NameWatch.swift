@@ -354,10 +354,10 @@ final class WatchEvents: Sendable {
             while true {
                 if let outcome = queue.withLock(take) { return try outcome.get() }
                 if let deadline, ContinuousClock.now >= deadline { return nil }
-                do throws(ThreadLoopError) {
-                    _ = try loop.run(mode: Self.waitMode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
+                do throws(PortError) {
+                    try loop.runForWait(in: Self.waitMode, until: deadline)
                 } catch {
-                    throw .transport(.loop(error))
+                    throw .transport(error)
                 }
             }
         }

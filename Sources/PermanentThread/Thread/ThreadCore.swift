@@ -67,6 +67,9 @@ final class ThreadCore: @unchecked Sendable {
         var startFailure: (attempt: Int, error: PermanentThreadError)?
         /// Why the loop stopped taking work on its own (its poller failed), if it did.
         var loopFailure: ThreadLoopError?
+
+        /// What refused work is told: the loop's failure if it failed, else `.stopped`.
+        var refusal: PermanentThreadError { loopFailure.map(PermanentThreadError.loop) ?? .stopped }
         /// Keeps the loop alive as long as the core; `publishedLoop` points at it.
         var loop: ThreadLoop?
     }
@@ -112,8 +115,8 @@ final class ThreadCore: @unchecked Sendable {
     /// Whether a `stop()` has been made (the inbox is closed or about to be).
     var isStopRequested: Bool { state.withLock { $0.lifecycle.phase >= 3 } }
 
-    /// What refused work is told: the loop's failure if it failed, else `.stopped`.
-    var refusal: PermanentThreadError { state.withLock { $0.loopFailure.map(PermanentThreadError.loop) ?? .stopped } }
+    /// What refused work is told (`State.refusal`).
+    var refusal: PermanentThreadError { state.withLock { $0.refusal } }
 
     /// Waits until the lifecycle leaves `phase`.
     private func waitForChange(from phase: Int) {
@@ -348,13 +351,13 @@ final class ThreadCore: @unchecked Sendable {
                 do {
                     try loop.perform(inModes: Self.commonModes, label: label, block)
                 } catch {
-                    throw s.loopFailure.map(PermanentThreadError.loop) ?? .stopped
+                    throw s.refusal
                 }
                 return
             }
             switch s.lifecycle {
             case .idle, .starting: s.pending.append(.block(label, block))
-            case .running, .stopping, .stopped: throw s.loopFailure.map(PermanentThreadError.loop) ?? .stopped
+            case .running, .stopping, .stopped: throw s.refusal
             }
         }
     }

@@ -51,11 +51,7 @@ extension Connection {
             }
             let mode = loop.currentMode ?? .default
             while replies.withLock({ $0.outcome(sequence, peek: true) == nil }), deadline.map({ ContinuousClock.now < $0 }) ?? true {
-                do throws(ThreadLoopError) {
-                    _ = try loop.run(mode: mode, until: deadline ?? .now + .seconds(3600), returnAfterSourceHandled: true)
-                } catch {
-                    throw .loop(error)
-                }
+                try loop.runForWait(in: mode, until: deadline)
             }
         }
         let outcome = replies.wait(until: deadline) { table in table.outcome(sequence) }
