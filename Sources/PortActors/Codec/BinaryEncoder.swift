@@ -293,7 +293,7 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 }
 
-struct UnkeyedStreamEncoder: UnkeyedEncodingContainer {
+struct UnkeyedStreamEncoder: UnkeyedEncodingContainer, PrimitiveEncodingContainer {
     let stream: EncodingStream
     let level: Int
     let id: Int
@@ -314,25 +314,11 @@ struct UnkeyedStreamEncoder: UnkeyedEncodingContainer {
         return true
     }
 
-    private mutating func primitive(_ value: some BinaryPrimitive) {
+    mutating func primitive(_ value: some BinaryPrimitive) {
         if element() { value.write(to: &stream.bytes) }
     }
 
     mutating func encodeNil() throws { if element() { stream.bytes.append(BinaryTag.null.rawValue) } }
-    mutating func encode(_ value: Bool) throws { primitive(value) }
-    mutating func encode(_ value: String) throws { primitive(value) }
-    mutating func encode(_ value: Double) throws { primitive(value) }
-    mutating func encode(_ value: Float) throws { primitive(value) }
-    mutating func encode(_ value: Int) throws { primitive(value) }
-    mutating func encode(_ value: Int8) throws { primitive(value) }
-    mutating func encode(_ value: Int16) throws { primitive(value) }
-    mutating func encode(_ value: Int32) throws { primitive(value) }
-    mutating func encode(_ value: Int64) throws { primitive(value) }
-    mutating func encode(_ value: UInt) throws { primitive(value) }
-    mutating func encode(_ value: UInt8) throws { primitive(value) }
-    mutating func encode(_ value: UInt16) throws { primitive(value) }
-    mutating func encode(_ value: UInt32) throws { primitive(value) }
-    mutating func encode(_ value: UInt64) throws { primitive(value) }
     mutating func encode<T: Encodable>(_ value: T) throws {
         if element() { try stream.encode(value, level: level + 1, codingPath: codingPath) }
     }
@@ -361,15 +347,28 @@ struct UnkeyedStreamEncoder: UnkeyedEncodingContainer {
     }
 }
 
-struct SingleStreamEncoder: SingleValueEncodingContainer {
+struct SingleStreamEncoder: SingleValueEncodingContainer, PrimitiveEncodingContainer {
     let slot: SlotEncoder
     var codingPath: [any CodingKey] { slot.codingPath }
 
-    private func primitive(_ value: some BinaryPrimitive) {
+    func primitive(_ value: some BinaryPrimitive) {
         if slot.claim() { value.write(to: &slot.stream.bytes) }
     }
 
     mutating func encodeNil() throws { if slot.claim() { slot.stream.bytes.append(BinaryTag.null.rawValue) } }
+    mutating func encode<T: Encodable>(_ value: T) throws {
+        if slot.claim() { try slot.stream.encode(value, level: slot.level, codingPath: slot.codingPath) }
+    }
+}
+
+/// An unkeyed or single-value container that writes every primitive the same way
+/// (`primitive(_:)`): the overloads `Encodable` asks of both, written once.
+protocol PrimitiveEncodingContainer {
+    /// Writes `value` as the container's next element.
+    mutating func primitive(_ value: some BinaryPrimitive)
+}
+
+extension PrimitiveEncodingContainer {
     mutating func encode(_ value: Bool) throws { primitive(value) }
     mutating func encode(_ value: String) throws { primitive(value) }
     mutating func encode(_ value: Double) throws { primitive(value) }
@@ -384,7 +383,4 @@ struct SingleStreamEncoder: SingleValueEncodingContainer {
     mutating func encode(_ value: UInt16) throws { primitive(value) }
     mutating func encode(_ value: UInt32) throws { primitive(value) }
     mutating func encode(_ value: UInt64) throws { primitive(value) }
-    mutating func encode<T: Encodable>(_ value: T) throws {
-        if slot.claim() { try slot.stream.encode(value, level: slot.level, codingPath: slot.codingPath) }
-    }
 }
