@@ -10,24 +10,21 @@
 # over the Swift runtime's several megabytes keep most of them resident in an idle daemon;
 # packed together they keep only the pages they fill (Packaging/README.md has the figures).
 #
-# How: the static build install.sh makes, a copy without debug information (which
-# valgrind cannot read), run under callgrind while the static portname of the same build
-# lists, serves, looks up, sends and watches. Needs valgrind and python3. Run it again
+# How: portnamed as install.sh builds it, a copy without debug information (which
+# valgrind cannot read), run under callgrind while the portname of the same build lists,
+# serves, looks up, sends and watches. Needs valgrind and python3. Run it again
 # when portnamed's code changes much; a symbol that no longer exists is skipped by the
 # linker, and a function missing from the list only costs its page.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/opt/swift/usr/bin:$PATH"
 
-scratch=.build/install
-for product in portnamed portname; do
-    swift build -c release --static-swift-stdlib --scratch-path "$scratch" --product "$product" \
-        --toolset Packaging/lld-toolset.json
-done
-bin=$(swift build -c release --static-swift-stdlib --scratch-path "$scratch" --show-bin-path)
-
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# The build install.sh makes, installed into a scratch prefix: what is profiled is what
+# is installed.
+scripts/install.sh --prefix "$work/prefix" >/dev/null
+bin=$work/prefix/bin
 strip -g -o "$work/portnamed" "$bin/portnamed"
 address=$work/names.sock
 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/callgrind.out" \
