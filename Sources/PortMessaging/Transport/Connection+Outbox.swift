@@ -19,19 +19,25 @@ extension Connection {
         var loop: ThreadLoop?
     }
 
+    /// The object an `AtomicLazyReference` keeps the queue's lock in.
+    final class OutboxHolder: Sendable {
+        let lock: Locked<Outbox>
+        init(_ lock: Locked<Outbox>) { self.lock = lock }
+    }
+
     /// The queue, made the first time a write queues (most connections never do).
     var outbox: Locked<Outbox> {
         if let made = existingOutbox { return made }
-        let made = outboxStorage.storeIfNil(Locked(Outbox()))
+        let made = outboxStorage.storeIfNil(OutboxHolder(Locked(Outbox())))
         outboxMade.store(true, ordering: .releasing)
-        return made
+        return made.lock
     }
 
     /// The queue, if a write ever made it. Asks the flag first: `AtomicLazyReference.load`
     /// is not specialized across modules (a generic metadata lookup per call), and every
     /// close asks.
     var existingOutbox: Locked<Outbox>? {
-        outboxMade.load(ordering: .acquiring) ? outboxStorage.load() : nil
+        outboxMade.load(ordering: .acquiring) ? outboxStorage.load()?.lock : nil
     }
 
     /// The rest of one frame: its bytes not yet written, and the descriptors that go with

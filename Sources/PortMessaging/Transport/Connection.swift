@@ -43,7 +43,7 @@ final class Connection: Sendable {
     let writing = ConditionLock<Bool>(false)
     /// What loop threads wrote and the socket has not taken yet (`Connection+Outbox`), and
     /// how many bytes that is (read by every write, so an atomic).
-    let outboxStorage = AtomicLazyReference<Locked<Outbox>>()
+    let outboxStorage = AtomicLazyReference<OutboxHolder>()
     /// Whether `outboxStorage` holds the queue (set once, after it is stored).
     let outboxMade = Atomic<Bool>(false)
     let queuedBytes = Atomic<Int>(0)
