@@ -31,7 +31,7 @@ public final class DescriptorSource: Sendable {
     public let events: DescriptorEvents
     let handler: @Sendable (DescriptorSource, DescriptorEvents) -> Void
     let attachment = AttachmentLock(Attachment())
-    let token: UInt64
+    let token: SourceToken
 
     private static let tokens = Atomic<UInt64>(1)
 
@@ -47,7 +47,7 @@ public final class DescriptorSource: Sendable {
         self.descriptor = descriptor
         self.events = events.intersection([.readable, .writable, .hangup])
         self.handler = handler
-        self.token = Self.tokens.wrappingAdd(1, ordering: .relaxed).oldValue
+        self.token = SourceToken(Self.tokens.wrappingAdd(1, ordering: .relaxed).oldValue)
     }
 
     /// Whether the source is still watching.
@@ -66,5 +66,27 @@ public final class DescriptorSource: Sendable {
         if events.contains(.writable) { interest.insert(.writable) }
         if events.contains(.hangup) { interest.insert(.hangup) }
         return interest
+    }
+}
+
+/// A descriptor source's key in its loop's tables, and the token its poller reports it by.
+///
+/// Hashed with one multiplication instead of the standard library's SipHash (about 60
+/// instructions a lookup, and a loop looks a source up on every event, add and removal):
+/// tokens are consecutive numbers this process hands out, never input from outside, so a
+/// hash that resists chosen keys buys nothing here.
+struct SourceToken: Hashable {
+    /// The token's number (the poller's `PollEvent.token`).
+    let raw: UInt64
+
+    init(_ raw: UInt64) { self.raw = raw }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(raw) }
+
+    // Dictionary asks this, not `hash(into:)`. The product's high half, where a
+    // multiplicative hash mixes best, is folded onto the low bits that pick a bucket.
+    func _rawHashValue(seed: Int) -> Int {
+        let mixed = (raw ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
     }
 }

@@ -8,7 +8,7 @@ final class ModeItems {
     /// The custom sources, by identity: a pass looks up only the signalled ones (see
     /// `SignalledSources`), so membership is a hash lookup, and order a sequence number.
     @exclusivity(unchecked) var sources: [ObjectIdentifier: SourceSlot] = [:]
-    @exclusivity(unchecked) var descriptors: [UInt64: DescriptorSource] = [:]
+    @exclusivity(unchecked) var descriptors: [SourceToken: DescriptorSource] = [:]
     /// The activities some observer of this mode watches, to skip empty notifications.
     @exclusivity(unchecked) var observedActivities: LoopActivity = []
     /// The last sequence number given to a source added to this mode.

@@ -83,7 +83,7 @@ extension ThreadLoop {
                 // Deregistered by a removal that was carried out after this add was made.
                 let registered = source.attachment.withLock { a in defer { a.registered = true }; return a.registered }
                 if !registered {
-                    try? poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+                    try? poller.register(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token.raw)
                 }
             }
             // Armed now if the loop runs this mode; otherwise it stays parked until it does.
@@ -134,13 +134,13 @@ extension ThreadLoop {
         guard let mode, !parkedSources.isEmpty, let items = existingItems(of: mode) else { return }
         for (token, source) in parkedSources where items.descriptors[token] != nil {
             parkedSources[token] = nil
-            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: source.pollInterest, token: token)
+            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: source.pollInterest, token: token.raw)
         }
     }
 
     func park(_ source: DescriptorSource) {
         parkedSources[source.token] = source
-        try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+        try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token.raw)
     }
 
     /// `commonModes.contains(mode)`, without hashing the mode's name on every pass: a run

@@ -89,13 +89,14 @@ extension ThreadLoop {
         var handled = false
         for event in ready {
             let source: DescriptorSource
-            if let last = lastReady, last.token == event.token, last.items === items {
+            let token = SourceToken(event.token)
+            if let last = lastReady, last.token == token, last.items === items {
                 source = last.source
             } else {
                 // Removed since the wait (maybe by an earlier handler): no callback.
-                guard let found = descriptorSources[event.token] else { continue }
-                guard items.descriptors[event.token] != nil else { park(found); continue }
-                lastReady = (event.token, found, items)
+                guard let found = descriptorSources[token] else { continue }
+                guard items.descriptors[token] != nil else { park(found); continue }
+                lastReady = (token, found, items)
                 source = found
             }
             var events: DescriptorEvents = []

@@ -83,16 +83,16 @@ public final class ThreadLoop: @unchecked Sendable {
     /// The modes of the runs in progress, innermost last.
     @exclusivity(unchecked) var runStack: [LoopMode] = []
     /// The descriptor sources in at least one mode, by token.
-    @exclusivity(unchecked) var descriptorSources: [UInt64: DescriptorSource] = [:]
+    @exclusivity(unchecked) var descriptorSources: [SourceToken: DescriptorSource] = [:]
     /// The descriptor sources registered with no interest: not in the mode being run.
-    @exclusivity(unchecked) var parkedSources: [UInt64: DescriptorSource] = [:]
+    @exclusivity(unchecked) var parkedSources: [SourceToken: DescriptorSource] = [:]
     /// The token of the descriptor source being added on the loop's thread to a mode it
     /// runs, registered armed already: its insertion need not park it and arm it again.
-    @exclusivity(unchecked) var armedOnAdd: UInt64?
+    @exclusivity(unchecked) var armedOnAdd: SourceToken?
     /// The source and mode items of the last ready descriptor found in a mode, so a loop
     /// serving one busy connection does not hash its token twice per pass. Cleared whenever
     /// a descriptor source enters or leaves a mode.
-    @exclusivity(unchecked) var lastReady: (token: UInt64, source: DescriptorSource, items: ModeItems)?
+    @exclusivity(unchecked) var lastReady: (token: SourceToken, source: DescriptorSource, items: ModeItems)?
     /// The ready events' buffer, kept between passes so a pass does not allocate one. A run
     /// nested in a handler finds it taken (empty) and grows its own.
     @exclusivity(unchecked) var readyBuffer: [PollEvent] = []
@@ -243,7 +243,7 @@ public final class ThreadLoop: @unchecked Sendable {
         if mustRegister {
             do {
                 try poller.register(
-                    FileDescriptor(rawValue: source.descriptor), interest: armNow ? source.pollInterest : [], token: source.token)
+                    FileDescriptor(rawValue: source.descriptor), interest: armNow ? source.pollInterest : [], token: source.token.raw)
             } catch {
                 source.attachment.withLock { a in
                     a.registered = false
@@ -264,7 +264,7 @@ public final class ThreadLoop: @unchecked Sendable {
         // Invalidated meanwhile, it was not inserted: parked, as a source added from another
         // thread would be, so that it reports nothing.
         if descriptorSources[source.token] !== source {
-            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token)
+            try? poller.modify(FileDescriptor(rawValue: source.descriptor), interest: [], token: source.token.raw)
         }
     }
 
