@@ -7,9 +7,9 @@ import CPortKitSystem
 // Safety of @unchecked Sendable: the word is touched only through the C atomics (a load
 // acquires, a mark releases, so what the marker wrote before is seen by the waiter) and the
 // futex calls; its owner frees it (`deallocate`) once no thread uses it.
-// Inlinable, as `Locked` is: PortMessaging's reply slots mark and test it on every
+// Public and inlinable, as `Locked` is: PortMessaging's reply slots mark and test it on every
 // in-process request.
-package struct DoneWord: @unchecked Sendable {
+public struct DoneWord: @unchecked Sendable {
     @usableFromInline let word: UnsafeMutablePointer<UInt32>
 
     /// The word's values.
@@ -22,26 +22,26 @@ package struct DoneWord: @unchecked Sendable {
 
     /// A word, done already or not.
     @inlinable
-    package init(done: Bool) {
+    public init(done: Bool) {
         word = .allocate(capacity: 1)
         word.initialize(to: done ? State.done : State.pending)
     }
 
     /// Frees the word; no thread may use it after.
     @inlinable
-    package func deallocate() { word.deallocate() }
+    public func deallocate() { word.deallocate() }
 
     /// Makes the word not done, before the work it stands for begins. The waiter's thread only.
     @inlinable
-    package func reset() { portkit_word_store(word, State.pending) }
+    public func reset() { portkit_word_store(word, State.pending) }
 
     /// Whether the word is done.
     @inlinable
-    package var isDone: Bool { portkit_word_load(word) == State.done }
+    public var isDone: Bool { portkit_word_load(word) == State.done }
 
     /// Marks the word done, and wakes the waiter if it sleeps. Once after each reset.
     @inlinable
-    package func markDone() {
+    public func markDone() {
         if portkit_word_exchange(word, State.done) == State.sleeping { portkit_futex_wake_one(word) }
     }
 
@@ -51,7 +51,7 @@ package struct DoneWord: @unchecked Sendable {
     /// The time limit becomes a deadline on the monotonic clock in C, read once, and the
     /// futex waits to it: no `ContinuousClock` reading and no `Duration` arithmetic (128-bit,
     /// a few hundred instructions a wait) per sleep.
-    package func wait(timeout: Duration?) -> Bool {
+    public func wait(timeout: Duration?) -> Bool {
         if portkit_word_load(word) == State.done { return true }
         let deadline = timeout.map { portkit_futex_deadline(futexNanoseconds($0)) } ?? -1
         while true {

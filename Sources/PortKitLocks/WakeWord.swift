@@ -11,13 +11,13 @@ import CPortKitSystem
 // Safety of @unchecked Sendable: the word is only touched through the C functions, which
 // use atomic loads and stores and the futex system call; the storage is freed in deinit,
 // when no thread can hold a reference any more.
-// Inlinable, as `Locked` is: the poller (another module) arms, sleeps on and wakes it on
+// Public and inlinable, as `Locked` is: the poller (another module) arms, sleeps on and wakes it on
 // every sleep of a loop that watches no descriptor.
-package final class WakeWord: @unchecked Sendable {
+public final class WakeWord: @unchecked Sendable {
     @usableFromInline let word: UnsafeMutablePointer<UInt32>
 
     /// Makes a word at 0.
-    package init() {
+    public init() {
         word = .allocate(capacity: 1)
         word.initialize(to: 0)
     }
@@ -26,17 +26,17 @@ package final class WakeWord: @unchecked Sendable {
 
     /// Arms the word for the next sleep. Called by the sleeping thread only.
     @inlinable
-    package func reset() { portkit_futex_reset(word) }
+    public func reset() { portkit_futex_reset(word) }
 
     /// Sleeps until woken, or for at most `timeout` (`nil`: no limit). May return early.
     @inlinable
-    package func sleep(timeout: Duration?) {
+    public func sleep(timeout: Duration?) {
         _ = portkit_futex_sleep(word, timeout.map(futexNanoseconds) ?? -1)
     }
 
     /// Ends the current or the next sleep. Safe from any thread.
     @inlinable
-    package func wake() { portkit_futex_wake(word) }
+    public func wake() { portkit_futex_wake(word) }
 }
 
 /// `timeout` in nanoseconds for a futex wait (at least 0); -1, no limit at all, beyond
