@@ -23,7 +23,7 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// a connection nobody asks about (a looked-up port's, say) makes no system call for it.
     public var credentials: SenderCredentials? {
         if let known = knownCredentials.load() { return known.credentials }
-        return knownCredentials.storeIfNil(KnownCredentials(isConnected ? finding()?.remoteCredentials : nil)).credentials
+        return knownCredentials.storeIfNil(KnownCredentials(isConnected ? connection?.remoteCredentials : nil)).credentials
     }
     /// Where a peer connected over TCP connected from (`HOST:PORT`, `[HOST]:PORT` for
     /// IPv6), as the kernel names it; `nil` for every other connection.
@@ -40,9 +40,11 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// list of peers): then its credentials, if still unread, are read before its
     /// connection's descriptors close (`settleCredentials`), so it keeps saying who it was.
     private let handedOut = Atomic<Bool>(false)
-    /// The peer's connection while its port holds it (found by identity: no weak
-    /// reference, which would give every connection a side table).
-    private let finding: @Sendable () -> Connection?
+    /// The port that holds the peer's connection, and the connection's identity there: the
+    /// connection is found through the port, not by a weak reference, which would give every
+    /// connection a side table (and no closure is made per peer).
+    weak let port: ReceivePort?
+    private let connectionID: ObjectIdentifier
     /// A message begun and not finished: since when (nanoseconds after `epoch`; 0: none),
     /// and how many bytes of it wait. Atomics, not a lock: a peer is made per connection.
     private let partialSince = Atomic<Int64>(0)
@@ -63,19 +65,23 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// when first wanted (`nil`).
     init(
         credentials: SenderCredentials??, remoteAddress: String? = nil, remoteIdentity: String? = nil,
-        connection finding: @escaping @Sendable () -> Connection?
+        port: ReceivePort, connection: ObjectIdentifier
     ) {
         self.id = Self.nextID.wrappingAdd(1, ordering: .relaxed).oldValue
         self.remoteAddress = remoteAddress
         self.remoteIdentity = remoteIdentity
-        self.finding = finding
+        self.port = port
+        self.connectionID = connection
         if let credentials { _ = knownCredentials.storeIfNil(credentials.map(KnownCredentials.init) ?? .none) }
     }
 
     /// A pidfd of the peer's process, which the caller closes: what a peer requirement
     /// reads the peer's executable through. `nil` once disconnected, over TCP or pipes, or
     /// when the kernel gives none.
-    package func processHandle() -> ProcessHandle? { isConnected ? finding()?.peerProcess() : nil }
+    package func processHandle() -> ProcessHandle? { isConnected ? connection?.peerProcess() : nil }
+
+    /// The peer's connection while its port holds it.
+    private var connection: Connection? { port?.state.withLock { $0.connections[connectionID] } }
 
     /// Whether the connection is still open.
     public var isConnected: Bool { connected.load(ordering: .acquiring) }
@@ -85,7 +91,7 @@ public final class PortPeer: Sendable, Hashable, CustomStringConvertible {
     /// Safe from any thread, and more than once.
     public func disconnect() {
         guard isConnected else { return }
-        finding()?.close(.invalidPort)
+        connection?.close(.invalidPort)
     }
 
     /// Since when part of a message from the peer waits for its rest, if one does.

@@ -45,27 +45,11 @@ extension ReceivePort {
         // A connection made before this port took it (the one a check-in goes out on) reads
         // what this port accepts.
         if connection.limits != limits { connection.takeReadLimits(limits) }
-        // By identity, not by a weak reference (which would give the connection a side-table
-        // count): the handler runs while the connection closes, so the identity is its own.
-        let identity = ObjectIdentifier(connection)
         let peer = PortPeer(
             credentials: connection.credentialsKnownWithoutAsking, remoteAddress: connection.remoteAddress,
-            remoteIdentity: connection.remoteIdentity
-        ) { [weak self] in
-            self?.state.withLock { $0.connections[identity] }
-        }
+            remoteIdentity: connection.remoteIdentity, port: self, connection: ObjectIdentifier(connection))
         connection.attach(peer)
-        // Unowned: only this connection's close runs the handler, so it is alive meanwhile.
-        connection.onClose { [weak self, unowned(unsafe) connection] reason in
-            // While the descriptors are open: a peer handed out, or about to be in the
-            // event below, keeps saying who it was.
-            if self?.reportsPeerEvents == true { peer.noteHandedOut() }
-            peer.settleCredentials(from: connection)
-            peer.markDisconnected()
-            guard let self else { return }
-            _ = self.state.withLock { $0.connections.removeValue(forKey: identity) }
-            self.report(.disconnected(peer, reason))
-        }
+        connection.adopted(as: peer)
         // Once the peer is attached: a peer gone already leaves the connection open for its
         // loop to read what it wrote, and the end after it (`peerGoneOnWrite`).
         // A local peer that has read no announcement assumes the default limit: a port with
@@ -82,6 +66,20 @@ extension ReceivePort {
             return !paused && schedule.loop.isCurrent
         }
         return false
+    }
+
+    /// What an adopted connection's close does (`Connection.adopted(as:)`): marks its peer
+    /// gone and has the peer's port, if it still exists, forget the connection and report it.
+    static func connectionClosed(_ connection: Connection, peer: PortPeer, reason: PortError) {
+        let port = peer.port
+        // While the descriptors are open: a peer handed out, or about to be in the event
+        // below, keeps saying who it was.
+        if port?.reportsPeerEvents == true { peer.noteHandedOut() }
+        peer.settleCredentials(from: connection)
+        peer.markDisconnected()
+        guard let port else { return }
+        _ = port.state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(connection)) }
+        port.report(.disconnected(peer, reason))
     }
 
     /// A message from a connection, on the loop's thread, for the port's `handler` (which

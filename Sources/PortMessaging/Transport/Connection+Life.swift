@@ -45,6 +45,10 @@ extension Connection {
     struct Open {
         /// Set once, when a port takes the connection.
         var binding: Binding?
+        /// Set once, when a port adopts the connection: the peer it named, through which the
+        /// close tells the port first (`ReceivePort.connectionClosed`). Data, not a closure:
+        /// nothing to allocate per connection.
+        var adoptedPeer: PortPeer?
         var closedHandlers: [@Sendable (PortError) -> Void] = []
         var watchers: [Watcher] = []
     }
@@ -84,6 +88,17 @@ extension Connection {
         if let closedAlready { handler(closedAlready) }
     }
 
+    /// Records that a port adopted the connection and named its peer `peer` (which knows
+    /// the port): the close tells the port (at once if the connection is closed already).
+    func adopted(as peer: PortPeer) {
+        let closedAlready = withLife { life -> PortError? in
+            if life.changeOpen({ $0.adoptedPeer = peer }) != nil { return nil }
+            guard case .closed(let reason, _) = life else { return nil }
+            return reason
+        }
+        if let closedAlready { ReceivePort.connectionClosed(self, peer: peer, reason: closedAlready) }
+    }
+
     /// Closes the connection once: waiters, blocked or async, fail with `reason` (recorded before any writer can
     /// see the connection closed, so a send racing the peer's death fails with `peerDied`),
     /// close handlers run, the bound source is removed, and the descriptors are closed by the
@@ -91,22 +106,23 @@ extension Connection {
     /// reused descriptor number is never deregistered or written to by mistake).
     func close(_ reason: PortError) {
         var waiters: [AsyncReply] = []
-        let taken = replies.withLock { table -> (DescriptorSource?, ThreadLoop?, [@Sendable (PortError) -> Void], [Watcher])? in
+        let taken = replies.withLock { table -> (DescriptorSource?, ThreadLoop?, PortPeer?, [@Sendable (PortError) -> Void], [Watcher])? in
             guard case .open(let open) = table.life else { return nil }
             waiters = table.asyncWaiters
             // The port and its handler are let go here, under the lock, as the binding ends.
             let (source, loop) = (open.binding?.source, open.binding?.loop)
             table.life = .closed(reason, release: Release(source: source, loop: loop))
             openFlag.store(false, ordering: .releasing)
-            return (source, loop, open.closedHandlers, open.watchers)
+            return (source, loop, open.adoptedPeer, open.closedHandlers, open.watchers)
         }
-        guard let (source, loop, handlers, watchers) = taken else { return }
+        guard let (source, loop, adoptedPeer, handlers, watchers) = taken else { return }
         replies.broadcast()
         let failure = closedError
         for waiter in waiters { waiter.finish(.failure(failure)) }
-        // The close handlers first: they tell others (a server its watchers), which is the
-        // latency that counts; removing sources and closing descriptors costs more and
-        // nothing waits for it.
+        // The adopting port and the close handlers first: they tell others (a server its
+        // watchers), which is the latency that counts; removing sources and closing
+        // descriptors costs more and nothing waits for it.
+        if let adoptedPeer { ReceivePort.connectionClosed(self, peer: adoptedPeer, reason: reason) }
         for handler in handlers { handler(reason) }
         for watcher in watchers {
             Self.onLoopThread(watcher.loop) {
