@@ -240,7 +240,11 @@ extension NameService {
         if wantsPort, let reason = refusal(of: client, by: holder) {
             return refuse(pending, .peerRequirementNotMet(name: name, reason: reason), client)
         }
-        var fields = [NameField.integer(holder.owner.pid), NameField.integer(holder.owner.uid)]
+        // Room for the port too: appending it grows no array.
+        var fields: [MessageComponent] = []
+        fields.reserveCapacity(3)
+        fields.append(NameField.integer(holder.owner.pid))
+        fields.append(NameField.integer(holder.owner.uid))
         var tapped: MonitorTap?
         if wantsPort {
             guard channel.isValid else {
