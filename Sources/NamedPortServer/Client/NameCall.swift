@@ -7,7 +7,36 @@ struct NameCall {
     var fields: [MessageComponent]
     /// How long the server may hold the request (a lookup waiting for its name).
     var wait: Duration = .zero
-    var what: String
+    /// What the call is for, in its errors; put into words only when one is thrown.
+    var purpose: Purpose
+
+    /// What a call is for: fixed words, or the words a lookup (made on every lookup, and
+    /// needed only for an error) is described by, made when asked.
+    enum Purpose {
+        case text(String)
+        case lookingUp(String)
+    }
+
+    /// A call for `purpose`.
+    init(operation: NameOperation, fields: [MessageComponent], wait: Duration = .zero, purpose: Purpose) {
+        self.operation = operation
+        self.fields = fields
+        self.wait = wait
+        self.purpose = purpose
+    }
+
+    /// A call whose purpose is `what`.
+    init(operation: NameOperation, fields: [MessageComponent], wait: Duration = .zero, what: String) {
+        self.init(operation: operation, fields: fields, wait: wait, purpose: .text(what))
+    }
+
+    /// What the call is for, in words.
+    var what: String {
+        switch purpose {
+        case .text(let text): text
+        case .lookingUp(let name): "looking up '\(name)'"
+        }
+    }
 
     /// The request message: id = operation, one component per field.
     var message: Message { Message(id: operation.rawValue, components: fields) }
@@ -54,7 +83,7 @@ struct NameCall {
         let milliseconds = UInt64(min((wait / .milliseconds(1)).rounded(.up), Double(maxLookupWaitMilliseconds)))
         var fields = [NameField.string(name), NameField.integer(milliseconds)]
         if operation == .owner { fields.append(NameField.withOtherNodes) }
-        return NameCall(operation: operation, fields: fields, wait: wait, what: "looking up '\(name)'")
+        return NameCall(operation: operation, fields: fields, wait: wait, purpose: .lookingUp(name))
     }
 
     /// `list`, with the names other nodes hold when the server is a cluster's node.

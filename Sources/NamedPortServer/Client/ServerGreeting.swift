@@ -128,14 +128,15 @@ extension NameServerClient {
     /// call got: a server serves nothing before a good hello), or the error the call's
     /// failure or status stands for.
     static func answered(
-        _ reply: Result<Message, PortError>, greeting: ServerGreeting, address: String, timeout: Duration, what: String
+        _ reply: Result<Message, PortError>, greeting: ServerGreeting, address: String, timeout: Duration,
+        what: @autoclosure () -> String
     ) throws(NameServerError) -> NameFieldReader {
         if !greeting.isGreeted {
-            try takeGreeting(after: reply, greeting, address: address, timeout: timeout, what: what)
+            try takeGreeting(after: reply, greeting, address: address, timeout: timeout, what: what())
         }
         switch reply {
         case .success(let message): return try okFields(of: message, address: address)
-        case .failure(let failure): throw requestError(failure, address: address, what: what)
+        case .failure(let failure): throw requestError(failure, address: address, what: what())
         }
     }
 
