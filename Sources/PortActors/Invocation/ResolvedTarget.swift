@@ -19,6 +19,9 @@ final class ResolvedTarget: @unchecked Sendable {
     /// The parameters' types, in order.
     private let parameterTypes: UnsafeMutableBufferPointer<Any.Type>
     private let returnType: Any.Type
+    /// The return type as `Codable`, found once: `invokeHandlerOnReturn` casts it on every
+    /// call. `nil` for `Void`.
+    private let codableReturnType: (any Codable.Type)?
 
     /// The targets resolved so far, by a hash of their mangled name (`key(of:)`), each
     /// checked against the name byte for byte. Only names the runtime resolved are kept,
@@ -86,6 +89,7 @@ final class ResolvedTarget: @unchecked Sendable {
         parameterTypes = .allocate(capacity: found.types.count)
         _ = parameterTypes.initialize(from: found.types)
         returnType = found.returnType
+        codableReturnType = found.returnType as? any Codable.Type
     }
 
     deinit {
@@ -111,7 +115,8 @@ final class ResolvedTarget: @unchecked Sendable {
         }
         defer { _openExistential(returnType, do: release) }
         do {
-            let returnType = try decoder.decodeReturnType() ?? self.returnType
+            let recordedReturnType = try decoder.decodeReturnType()
+            let returnType = recordedReturnType ?? self.returnType
             try await _executeTarget(
                 on: actor, UnsafePointer(name.baseAddress!), UInt(name.count), argumentDecoder: &decoder,
                 argumentTypes: UnsafeRawPointer(parameterTypes.baseAddress), resultBuffer: result,
@@ -119,12 +124,20 @@ final class ResolvedTarget: @unchecked Sendable {
             filled = true
             if returnType == Void.self {
                 try await handler.onReturnVoid()
+            } else if recordedReturnType == nil, let codableReturnType {
+                try await Self.returnValue(of: codableReturnType, in: result, to: handler)
             } else {
                 try await system.invokeHandlerOnReturn(handler: handler, resultBuffer: UnsafeRawPointer(result), metatype: returnType)
             }
         } catch {
             try await handler.onThrow(error: error)
         }
+    }
+
+    /// Gives `handler` the `R` in `result`, as `invokeHandlerOnReturn` does once it has
+    /// cast the return type.
+    private static func returnValue<R: Codable>(of type: R.Type, in result: UnsafeMutableRawPointer, to handler: PortResultHandler) async throws {
+        try await handler.onReturn(value: result.assumingMemoryBound(to: R.self).pointee)
     }
 }
 
