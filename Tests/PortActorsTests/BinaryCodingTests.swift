@@ -44,6 +44,19 @@ struct BinaryCodingTests {
         #expect(try BinaryEncoder().encode([UInt8]([1, 2])) == [8, 2, 1, 2])
     }
 
+    /// An `Optional` holding a value is written as the value alone, at the top and nested,
+    /// and `nil` as the null tag: the bytes an older encoder, which unwrapped it, wrote.
+    @Test func anOptionalIsItsValueOrNull() throws {
+        #expect(try BinaryEncoder().encode(Int?.some(300)) == BinaryEncoder().encode(300))
+        #expect(try BinaryEncoder().encode(String??.some("hi")) == BinaryEncoder().encode("hi"))
+        #expect(try BinaryEncoder().encode([UInt8]?.some([1, 2])) == [8, 2, 1, 2])
+        #expect(try BinaryEncoder().encode(Int?.none) == [0])
+        // unkeyed(2) int(zigzag 5 = 10) null
+        #expect(try BinaryEncoder().encode([Int?]([5, nil])) == [10, 2, 3, 10, 0])
+        #expect(try roundTrip(Int?.some(300)) == 300)
+        #expect(try roundTrip(Int?.none) == nil)
+    }
+
     @Test func theLayoutDecodesAsWritten() throws {
         struct Small: Codable, Equatable { var a: Int; var b: String }
         let bytes: [UInt8] = [9, 2, 1, 98, 7, 2, 104, 105, 1, 97, 3, 0xd8, 0x04]  // keys in another order

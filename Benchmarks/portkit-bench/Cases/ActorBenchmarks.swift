@@ -9,8 +9,8 @@ import PortMessaging
 /// port (`names.call`'s path, blocking and async), against a call of the same actor
 /// when it is local (the hop to its permanent thread and back), and against the two floors
 /// any distributed call over a socket stands on: an awaited request between threads over
-/// a bare socket pair (`raw-async`), and the toolchain's distributed runtime with a function
-/// call for its transport (`distributed-runtime`).
+/// a bare socket pair (`raw-async`), and the toolchain's distributed runtime, entered as
+/// PortActors enters it, with a function call for its transport (`distributed-runtime`).
 enum ActorBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         let call = call(count: scale.count(2000, quick: 100))
@@ -65,7 +65,8 @@ enum ActorBenchmarks: BenchmarkFamily {
                     })
             },
             // The floors of a distributed call: an awaited request between threads over a
-            // bare socket pair, and the toolchain's distributed runtime with no transport.
+            // bare socket pair, and the toolchain's distributed runtime, entered as PortActors
+            // enters it (the target's types found once), with no transport.
             BenchmarkImpl("raw-async") {
                 let requester = try RawAsyncRequester(requestSize: requestSize, replySize: replySize)
                 let request = [UInt8](repeating: 7, count: requestSize)

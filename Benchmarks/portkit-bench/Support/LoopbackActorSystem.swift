@@ -4,9 +4,10 @@ import Synchronization
 /// The floor of a distributed call in the toolchain's runtime: an actor system whose
 /// "transport" is a function call. A call on a remote reference records its arguments
 /// (kept as values, not encoded), and `remoteCall` runs the target on the local actor at
-/// once through `executeDistributedTarget`, in the calling task. What it measures is what
-/// every `DistributedActorSystem` pays per call on top of its transport and its encoding:
-/// the distributed thunk, and the runtime finding the target by its mangled name.
+/// once, in the calling task, the way `PortActorSystem` serves a call: its types found
+/// once (`LoopbackTarget`), then the runtime's `swift_distributed_execute_target`. What it
+/// measures is what PortActors pays per call on top of its transport and its encoding: the
+/// distributed thunk, the runtime finding the target's accessor, and the hop to the actor.
 final class LoopbackActorSystem: DistributedActorSystem, Sendable {
     typealias ActorID = Int
     typealias SerializationRequirement = Codable
@@ -28,15 +29,13 @@ final class LoopbackActorSystem: DistributedActorSystem, Sendable {
     func remoteCall<Act: DistributedActor, Err: Error, Res: Codable>(
         on actor: Act, target: RemoteCallTarget, invocation: inout LoopbackInvocation, throwing: Err.Type, returning: Res.Type
     ) async throws -> Res where Act.ID == Int {
-        let handler = LoopbackResult()
-        try await executeDistributedTarget(on: servedActor(), target: target, invocationDecoder: &invocation, handler: handler)
-        return handler.value as! Res
+        try await LoopbackTarget.find(target.identifier).execute(on: servedActor(), &invocation, returning: Res.self)
     }
 
     func remoteCallVoid<Act: DistributedActor, Err: Error>(
         on actor: Act, target: RemoteCallTarget, invocation: inout LoopbackInvocation, throwing: Err.Type
     ) async throws where Act.ID == Int {
-        try await executeDistributedTarget(on: servedActor(), target: target, invocationDecoder: &invocation, handler: LoopbackResult())
+        try await LoopbackTarget.find(target.identifier).execute(on: servedActor(), &invocation, returning: Void.self)
     }
 
     private func servedActor() -> LoopbackActor { served.withLock { $0! } }
@@ -63,15 +62,12 @@ struct LoopbackInvocation: DistributedTargetInvocationEncoder, DistributedTarget
     mutating func decodeReturnType() throws -> Any.Type? { nil }
 }
 
-/// Where a loopback call's result is kept.
-///
-/// `@unchecked Sendable`: one call's task makes it, `executeDistributedTarget` sets `value`
-/// in that task, and the task reads it after that returns; no other task sees it.
-final class LoopbackResult: DistributedTargetInvocationResultHandler, @unchecked Sendable {
+/// The system's result handler, which the protocol requires: no call goes through it, as
+/// `LoopbackTarget` hands the result back itself.
+struct LoopbackResult: DistributedTargetInvocationResultHandler {
     typealias SerializationRequirement = Codable
-    var value: Any?
 
-    func onReturn<Success: Codable>(value: Success) async throws { self.value = value }
+    func onReturn<Success: Codable>(value: Success) async throws {}
     func onReturnVoid() async throws {}
     func onThrow<Err: Error>(error: Err) async throws {}
 }

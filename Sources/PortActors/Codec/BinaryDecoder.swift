@@ -1,3 +1,4 @@
+import Glibc
 import PortMessaging
 
 /// Decodes `Decodable` values from PortActors' binary layout (`BinaryTag`), straight from
@@ -172,7 +173,7 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
                     let index = (first + step) % entries.count
                     let entry = entries[index]
                     guard entry.keyCount == utf8.count,
-                        utf8.elementsEqual(UnsafeBufferPointer(rebasing: bytes[entry.keyStart..<entry.keyStart + entry.keyCount]))
+                        utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress! + entry.keyStart, utf8.count) == 0
                     else { continue }
                     cursor?.next = index + 1
                     return entry.value

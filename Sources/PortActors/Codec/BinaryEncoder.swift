@@ -23,8 +23,8 @@ struct BinaryEncoder {
 
     /// Appends the bytes of `value` to `out`.
     func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
-        if let primitive = value as? any BinaryPrimitive {
-            return primitive.write(to: &out)
+        if let primitive = T.self as? any BinaryPrimitive.Type {
+            return writePrimitive(value, as: primitive, to: &out)
         }
         let stream = EncodingStream(attachments: attachments, system: system)
         swap(&out, &stream.bytes)
@@ -86,8 +86,8 @@ final class EncodingStream {
     /// Encodes `value` into a slot at `level`: a primitive at once, anything else through
     /// its `encode(to:)`; nil if that wrote nothing.
     func encode<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
-        if let primitive = value as? any BinaryPrimitive {
-            return primitive.write(to: &bytes)
+        if let primitive = T.self as? any BinaryPrimitive.Type {
+            return writePrimitive(value, as: primitive, to: &bytes)
         }
         try encodeComposite(value, level: level, codingPath: codingPath)
     }
@@ -383,4 +383,15 @@ extension PrimitiveEncodingContainer {
     mutating func encode(_ value: UInt16) throws { primitive(value) }
     mutating func encode(_ value: UInt32) throws { primitive(value) }
     mutating func encode(_ value: UInt64) throws { primitive(value) }
+}
+
+/// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
+///
+/// The encoders ask whether a value's static type is a primitive (a metatype check),
+/// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
+/// boxes the value and costs about twice as much). The two differ only for an
+/// `Optional` holding a primitive, which the cast unwraps: it is then encoded through
+/// `Optional.encode(to:)`, whose single-value container writes the same bytes.
+func writePrimitive<T, P: BinaryPrimitive>(_ value: T, as _: P.Type, to out: inout [UInt8]) {
+    unsafeBitCast(value, to: P.self).write(to: &out)
 }

@@ -28,7 +28,9 @@ struct CallEnvelope {
 
     var callID: UInt64
     var actorID: UInt64
-    var target: String
+    /// Where the target's identifier (its mangled name, UTF-8) is in `bytes`: a served call
+    /// finds its resolved target by these bytes, without making a string of them.
+    var targetRange: Range<Int>
     var substitutions: [String]
     /// The envelope's bytes, which hold the arguments.
     let bytes: [UInt8]
@@ -59,7 +61,9 @@ struct CallEnvelope {
         guard try reader.byte() == Self.version else { throw .decoding("a call envelope of another version") }
         callID = try reader.fixed(UInt64.self)
         actorID = try reader.varint()
-        target = try reader.string()
+        let targetLength = try reader.count()
+        let targetStart = try reader.advance(targetLength)
+        targetRange = targetStart..<targetStart + targetLength
         substitutions = []
         for _ in 0..<(try reader.count()) { substitutions.append(try reader.string()) }
         let count = try reader.count()
@@ -71,6 +75,11 @@ struct CallEnvelope {
             arguments.append(start..<start + length)
         }
         guard reader.isAtEnd else { throw .decoding("bytes after the call envelope") }
+    }
+
+    /// The target's identifier.
+    var target: String {
+        bytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[targetRange]), as: UTF8.self) }
     }
 
     /// The call id of a call or cancel message's first component, read alone.

@@ -1,4 +1,5 @@
 import Distributed
+import Glibc
 import PortKitLocks
 
 /// A distributed target's parameter and return types, found once per process.
@@ -18,22 +19,53 @@ final class ResolvedTarget: @unchecked Sendable {
     /// The parameters' types, in order.
     private let parameterTypes: UnsafeMutableBufferPointer<Any.Type>
     private let returnType: Any.Type
+    /// The return type as `Codable`, found once: `invokeHandlerOnReturn` casts it on every
+    /// call. `nil` for `Void`.
+    private let codableReturnType: (any Codable.Type)?
 
-    /// The targets resolved so far, by mangled name. Only names the runtime resolved are
-    /// kept, and only so many: a peer sending ever new names cannot grow it without end.
-    private static let resolved = Locked<[String: ResolvedTarget]>([:])
+    /// The targets resolved so far, by a hash of their mangled name (`key(of:)`), each
+    /// checked against the name byte for byte. Only names the runtime resolved are kept,
+    /// and only so many: a peer sending ever new names cannot grow it without end.
+    private static let resolved = Locked<[UInt64: ResolvedTarget]>([:])
     private static let limit = 1024
 
-    /// The non-generic target `identifier`, its types found on its first call; `nil` for a
-    /// generic target or a name the runtime does not resolve.
-    static func find(_ identifier: String) -> ResolvedTarget? {
-        if let known = resolved.withLock({ $0[identifier] }) { return known }
-        guard let target = ResolvedTarget(identifier) else { return nil }
-        return resolved.withLock { table in
-            if let known = table[identifier] { return known }
-            if table.count < limit { table[identifier] = target }
-            return target
+    /// The non-generic target whose identifier is `name` (UTF-8), its types found on its
+    /// first call; `nil` for a generic target or a name the runtime does not resolve.
+    ///
+    /// A call's target is found by its bytes as they arrived, not by a string made of them:
+    /// no string, no `String` hashing, per call.
+    static func find(_ name: UnsafeBufferPointer<UInt8>) -> ResolvedTarget? {
+        let key = key(of: name)
+        if let known = resolved.withLock({ $0[key] }), known.isNamed(name) { return known }
+        guard let target = ResolvedTarget(String(decoding: name, as: UTF8.self)) else { return nil }
+        // Two names of one key (unlikely) both work: the second is resolved on each call.
+        resolved.withLock { table in
+            if table[key] == nil, table.count < limit { table[key] = target }
         }
+        return target
+    }
+
+    /// A 64-bit FNV-1a hash of `name`, eight bytes at a time: names are a few dozen bytes.
+    private static func key(of name: UnsafeBufferPointer<UInt8>) -> UInt64 {
+        let prime: UInt64 = 0x100_0000_01b3
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325 ^ UInt64(name.count)
+        guard let base = name.baseAddress else { return hash }
+        let raw = UnsafeRawPointer(base)
+        var offset = 0
+        while offset + 8 <= name.count {
+            hash = (hash ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) &* prime
+            offset += 8
+        }
+        while offset < name.count {
+            hash = (hash ^ UInt64(name[offset])) &* prime
+            offset += 1
+        }
+        return hash
+    }
+
+    /// Whether `bytes` is the target's mangled name.
+    private func isNamed(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.count == name.count && (bytes.count == 0 || memcmp(bytes.baseAddress!, name.baseAddress!, bytes.count) == 0)
     }
 
     private init?(_ identifier: String) {
@@ -57,6 +89,7 @@ final class ResolvedTarget: @unchecked Sendable {
         parameterTypes = .allocate(capacity: found.types.count)
         _ = parameterTypes.initialize(from: found.types)
         returnType = found.returnType
+        codableReturnType = found.returnType as? any Codable.Type
     }
 
     deinit {
@@ -82,7 +115,8 @@ final class ResolvedTarget: @unchecked Sendable {
         }
         defer { _openExistential(returnType, do: release) }
         do {
-            let returnType = try decoder.decodeReturnType() ?? self.returnType
+            let recordedReturnType = try decoder.decodeReturnType()
+            let returnType = recordedReturnType ?? self.returnType
             try await _executeTarget(
                 on: actor, UnsafePointer(name.baseAddress!), UInt(name.count), argumentDecoder: &decoder,
                 argumentTypes: UnsafeRawPointer(parameterTypes.baseAddress), resultBuffer: result,
@@ -90,12 +124,20 @@ final class ResolvedTarget: @unchecked Sendable {
             filled = true
             if returnType == Void.self {
                 try await handler.onReturnVoid()
+            } else if recordedReturnType == nil, let codableReturnType {
+                try await Self.returnValue(of: codableReturnType, in: result, to: handler)
             } else {
                 try await system.invokeHandlerOnReturn(handler: handler, resultBuffer: UnsafeRawPointer(result), metatype: returnType)
             }
         } catch {
             try await handler.onThrow(error: error)
         }
+    }
+
+    /// Gives `handler` the `R` in `result`, as `invokeHandlerOnReturn` does once it has
+    /// cast the return type.
+    private static func returnValue<R: Codable>(of type: R.Type, in result: UnsafeMutableRawPointer, to handler: PortResultHandler) async throws {
+        try await handler.onReturn(value: result.assumingMemoryBound(to: R.self).pointee)
     }
 }
 

@@ -49,28 +49,29 @@ extension PortActorSystem {
         }
         let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
-        let target = envelope.target
         // The call's task prefers the actor's thread (else the system's): when that is this
         // loop's thread it starts right here, up to its hop onto the actor; else its first
         // job is queued there now. Either way calls start in arrival order, and the task's
         // nonisolated parts (decoding the arguments, sending the reply) run on that thread,
         // never on the shared pool: a call to an actor on this loop's thread wakes no other.
         let task = Task.immediate(executorPreference: executor ?? callExecutor) {
-            await self.run(target, on: actor, decoder, handler)
+            await self.run(on: actor, decoder, handler)
             attachments.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }
         }
         call.started(task)
     }
 
-    private func run(_ target: String, on actor: some DistributedActor, _ decoder: PortInvocationDecoder, _ handler: PortResultHandler) async {
+    private func run(on actor: some DistributedActor, _ decoder: PortInvocationDecoder, _ handler: PortResultHandler) async {
         var decoder = decoder
+        let envelope = decoder.envelope
         do {
-            if let resolved = ResolvedTarget.find(target) {
+            let resolved = envelope.bytes.withUnsafeBufferPointer { ResolvedTarget.find(UnsafeBufferPointer(rebasing: $0[envelope.targetRange])) }
+            if let resolved {
                 try await resolved.execute(on: actor, &decoder, handler, system: self)
             } else {
                 try await executeDistributedTarget(
-                    on: actor, target: RemoteCallTarget(target), invocationDecoder: &decoder, handler: handler)
+                    on: actor, target: RemoteCallTarget(envelope.target), invocationDecoder: &decoder, handler: handler)
             }
         } catch {
             handler.fail("\(error)")
