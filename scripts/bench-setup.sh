@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares what portkit-bench compares with beyond the toolchain: the D-Bus reference bus and
-# its client library, and dbus-broker (scale.idle-connections' baseline), installed with
-# apt-get when missing; and the bench's D-Bus peer, Benchmarks/dbus/portkit-dbus-peer.c,
+# its client library, dbus-broker (scale.idle-connections' baseline), and etcd (the cluster
+# cases' directory), installed with apt-get when missing; and the bench's D-Bus peer, Benchmarks/dbus/portkit-dbus-peer.c,
 # built to .build/dbus/portkit-dbus-peer, where portkit-bench looks for it
 # (PORTKIT_DBUS_PEER overrides). Without them the bench skips its dbus and dbus-broker
 # impls and says why.
@@ -11,13 +11,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if ! command -v dbus-daemon >/dev/null 2>&1 || ! command -v dbus-broker-launch >/dev/null 2>&1 \
-    || ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists dbus-1 2>/dev/null; then
+    || ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists dbus-1 2>/dev/null \
+    || ! command -v etcd >/dev/null 2>&1; then
     if [ "$(id -u)" -ne 0 ]; then
-        echo "bench-setup: dbus-daemon, dbus-broker, libdbus-1-dev and pkg-config are missing; install them as root" >&2
+        echo "bench-setup: dbus-daemon, dbus-broker, libdbus-1-dev, pkg-config or etcd-server is missing; install them as root" >&2
         exit 1
     fi
     apt-get update
-    apt-get install -y dbus-daemon dbus-broker libdbus-1-dev pkg-config
+    apt-get install -y dbus-daemon dbus-broker libdbus-1-dev pkg-config etcd-server
 fi
 
 mkdir -p .build/dbus

@@ -284,7 +284,7 @@ def main():
     w("## Method")
     w("")
     w("```sh")
-    w("scripts/bench-setup.sh    # dbus-daemon, dbus-broker, libdbus and the bench's D-Bus peer")
+    w("scripts/bench-setup.sh    # dbus-daemon, dbus-broker, libdbus, etcd and the bench's D-Bus peer")
     w("scripts/install.sh --prefix /tmp/portkit    # the installed daemon the scale.idle cases start")
     w("swift build -c release --product portkit-bench-service    # the service names.activation starts")
     w("swift build -c release --product portkit-bench")
