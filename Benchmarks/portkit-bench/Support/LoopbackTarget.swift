@@ -1,10 +1,12 @@
 import Distributed
+import PortActors
 import Synchronization
 
 /// A target of the loopback system, its parameter types found on its first call: what
 /// PortActors' `ResolvedTarget` does for a served call, so that the floor does not pay the
 /// per-call demangling of `executeDistributedTarget` that PortActors no longer pays. Only
-/// the non-generic targets of `LoopbackActor` are called through it.
+/// the non-generic targets of `LoopbackActor` are called through it, by the runtime entry
+/// points PortActors declares (`distributedParameterTypes`, `distributedExecuteTarget`).
 // Safety of @unchecked Sendable: every stored property is set in `init` and never changes;
 // the buffers are only read (by the runtime, during calls).
 final class LoopbackTarget: @unchecked Sendable {
@@ -28,7 +30,7 @@ final class LoopbackTarget: @unchecked Sendable {
         name = .allocate(capacity: utf8.count)
         _ = name.initialize(from: utf8)
         parameterTypes = .allocate(capacity: count)
-        let written = _loopbackParameterTypes(
+        let written = distributedParameterTypes(
             name.baseAddress!, UInt(name.count), nil, nil, UnsafeMutableRawPointer(parameterTypes.baseAddress), count)
         guard written == count else { throw BenchmarkError.notMeasurable("the target \(identifier) has no parameter types") }
     }
@@ -37,7 +39,7 @@ final class LoopbackTarget: @unchecked Sendable {
     func execute<Res>(on actor: some DistributedActor, _ invocation: inout LoopbackInvocation, returning: Res.Type) async throws -> Res {
         let result = UnsafeMutablePointer<Res>.allocate(capacity: 1)
         defer { result.deallocate() }
-        try await _loopbackExecuteTarget(
+        try await distributedExecuteTarget(
             on: actor, UnsafePointer(name.baseAddress!), UInt(name.count), argumentDecoder: &invocation,
             argumentTypes: UnsafeRawPointer(parameterTypes.baseAddress), resultBuffer: UnsafeMutableRawPointer(result),
             substitutions: nil, witnessTables: nil, numWitnessTables: 0)
@@ -45,17 +47,3 @@ final class LoopbackTarget: @unchecked Sendable {
     }
 }
 
-// The runtime's entry points PortActors' `ResolvedTarget` calls, declared the same way.
-
-@_silgen_name("swift_func_getParameterTypeInfo")
-private func _loopbackParameterTypes(
-    _ name: UnsafePointer<UInt8>, _ length: UInt, _ genericEnvironment: UnsafeRawPointer?,
-    _ genericArguments: UnsafeRawPointer?, _ types: UnsafeMutableRawPointer?, _ count: Int
-) -> Int32
-
-@_silgen_name("swift_distributed_execute_target")
-private func _loopbackExecuteTarget<D: DistributedTargetInvocationDecoder>(
-    on actor: AnyObject, _ targetName: UnsafePointer<UInt8>, _ targetNameLength: UInt, argumentDecoder: inout D,
-    argumentTypes: UnsafeRawPointer?, resultBuffer: UnsafeMutableRawPointer, substitutions: UnsafeRawPointer?,
-    witnessTables: UnsafeRawPointer?, numWitnessTables: UInt
-) async throws

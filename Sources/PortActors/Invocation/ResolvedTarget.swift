@@ -77,7 +77,7 @@ final class ResolvedTarget: @unchecked Sendable {
             let count = Int(__getParameterCount(start, length))
             guard count >= 0, let returnType = __getReturnTypeInfo(start, length, nil, nil) else { return nil }
             let types = [Any.Type](unsafeUninitializedCapacity: count) { buffer, initialized in
-                let written = _parameterTypes(start, length, nil, nil, UnsafeMutableRawPointer(buffer.baseAddress), count)
+                let written = distributedParameterTypes(start, length, nil, nil, UnsafeMutableRawPointer(buffer.baseAddress), count)
                 initialized = written == count ? count : 0
             }
             guard types.count == count else { return nil }
@@ -117,7 +117,7 @@ final class ResolvedTarget: @unchecked Sendable {
         do {
             let recordedReturnType = try decoder.decodeReturnType()
             let returnType = recordedReturnType ?? self.returnType
-            try await _executeTarget(
+            try await distributedExecuteTarget(
                 on: actor, UnsafePointer(name.baseAddress!), UInt(name.count), argumentDecoder: &decoder,
                 argumentTypes: UnsafeRawPointer(parameterTypes.baseAddress), resultBuffer: result,
                 substitutions: nil, witnessTables: nil, numWitnessTables: 0)
@@ -142,13 +142,15 @@ final class ResolvedTarget: @unchecked Sendable {
 }
 
 // The runtime's entry points, as the `Distributed` module declares them (there with
-// `Builtin.RawPointer`, which a raw pointer is, for the buffers).
+// `Builtin.RawPointer`, which a raw pointer is, for the buffers). Declared once, here: the
+// bench's `distributed-runtime` floor enters the runtime through them too, so a toolchain
+// that changes their signatures needs them changed in this one place.
 
 /// Writes the types of the parameters of the target named by the `length` bytes at `name`
 /// into `types` (room for `count`); returns how many, or a negative number when the name
 /// does not resolve.
 @_silgen_name("swift_func_getParameterTypeInfo")
-private func _parameterTypes(
+package func distributedParameterTypes(
     _ name: UnsafePointer<UInt8>, _ length: UInt, _ genericEnvironment: UnsafeRawPointer?,
     _ genericArguments: UnsafeRawPointer?, _ types: UnsafeMutableRawPointer?, _ count: Int
 ) -> Int32
@@ -156,7 +158,7 @@ private func _parameterTypes(
 /// Decodes the target's arguments with `argumentDecoder` (their types in `argumentTypes`),
 /// calls it on `actor`, and leaves its result in `resultBuffer`.
 @_silgen_name("swift_distributed_execute_target")
-private func _executeTarget<D: DistributedTargetInvocationDecoder>(
+package func distributedExecuteTarget<D: DistributedTargetInvocationDecoder>(
     on actor: AnyObject, _ targetName: UnsafePointer<UInt8>, _ targetNameLength: UInt, argumentDecoder: inout D,
     argumentTypes: UnsafeRawPointer?, resultBuffer: UnsafeMutableRawPointer, substitutions: UnsafeRawPointer?,
     witnessTables: UnsafeRawPointer?, numWitnessTables: UInt
