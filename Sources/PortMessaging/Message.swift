@@ -26,6 +26,16 @@ public struct Message: Sendable {
         self.replyPort = replyPort
     }
 
+    /// A received message, made whole in one step (each field stored once, nothing
+    /// copied after).
+    init(id: UInt32, components: [MessageComponent], replyPort: SendPort?, sender: SenderCredentials?, peer: PortPeer?) {
+        self.id = id
+        self.components = components
+        self.replyPort = replyPort
+        self.sender = sender
+        self.peer = peer
+    }
+
     /// Makes a message with one bytes component.
     public init(id: UInt32 = 0, bytes: [UInt8], replyPort: SendPort? = nil) {
         self.init(id: id, components: [.data(bytes)], replyPort: replyPort)
