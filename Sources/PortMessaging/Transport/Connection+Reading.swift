@@ -284,21 +284,24 @@ extension Connection {
             state.descriptors.removeFirst(count)
         }
         let limits = self.limits
-        var components: [MessageComponent]
+        var parts: MessageParts
         do throws(WireError) {
-            if descriptors.isEmpty {
-                // Bytes only (the usual frame): components made as they are read.
-                components = try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
+            if descriptors.isEmpty, let payload = WireCodec.singleBytesPayload(frame, header: header) {
+                // The usual frame: its one component made without an array of components.
+                parts = MessageParts(.data([UInt8](payload)))
+            } else if descriptors.isEmpty {
+                // Bytes only: components made as they are read.
+                parts = MessageParts(try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
                     WireMapping.component(from: $0, descriptors: [], limits: limits)
-                }
+                })
             } else {
                 // Descriptors are taken over only once the whole frame has proved valid.
                 let wire = try WireCodec.decodeComponents(frame, header: header, descriptorCount: descriptors.count) { $0 }
                 if header.kind == .adoptConnection {
                     if descriptors.count == 1 { return .adopt(FileDescriptor(rawValue: descriptors[0])) }
-                    components = []
+                    parts = MessageParts()
                 } else {
-                    components = wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) }
+                    parts = MessageParts(wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) })
                 }
             }
         } catch {
@@ -311,11 +314,11 @@ extension Connection {
         }
         if header.kind == .refused {
             FileDescriptor.close(descriptors)
-            let reason = components.first.flatMap { if case .data(let bytes) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil } }
+            let reason = parts.first.flatMap { if case .data(let bytes) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil } }
             throw .refusedByPeer(reason: reason ?? "refused")
         }
         if header.kind == .limits || header.kind == .noReply {
-            guard components.isEmpty, descriptors.isEmpty else {
+            guard parts.isEmpty, descriptors.isEmpty else {
                 FileDescriptor.close(descriptors)
                 throw .malformed("a \(header.kind) frame carries nothing but its header")
             }
@@ -323,15 +326,15 @@ extension Connection {
             return .refused(header.sequence, header.id == NoReplyReason.outOfDescriptors ? .receiverOutOfDescriptors : .noReply)
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
-        if let firstPayload { components[0] = .data(firstPayload) }
+        if let firstPayload { parts[0] = .data(firstPayload) }
         state.peer?.noteHandedOut()
         // Made in place in each case, so that the message is never copied.
         if header.kind == .reply {
-            return .reply(header.sequence, Message(id: header.id, components: components, replyPort: replyPort, sender: state.sender, peer: state.peer))
+            return .reply(header.sequence, Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
         }
         return .incoming(
             header.kind, header.sequence,
-            Message(id: header.id, components: components, replyPort: replyPort, sender: state.sender, peer: state.peer))
+            Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
     }
 
     /// Called by the loop when a bound connection is readable.
