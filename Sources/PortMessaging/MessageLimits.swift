@@ -13,7 +13,7 @@ extension Message {
     /// The bytes of its bytes components together (what the message-size limits count).
     var dataByteCount: Int {
         var size = 0
-        for case .data(let bytes) in parts { size += bytes.count }
+        parts.forEachComponent { if case .data(let bytes) = $0 { size += bytes.count } }
         return size
     }
 
@@ -27,7 +27,7 @@ extension Message {
         }
         var size = 0
         var carried = replyPort == nil ? 0 : 1
-        for component in parts {
+        try parts.forEachComponent { (component) throws(PortError) in
             switch component {
             case .data(let bytes): size += bytes.count
             case .port: carried += 1

@@ -37,7 +37,7 @@ extension Connection {
         /// array's capacity).
         mutating func drain(_ deliver: (consuming Delivery) -> Void) {
             guard let head = first.take() else { return }
-            deliver(head)
+            deliver(consume head)
             guard !rest.isEmpty else { return }
             rest.withUnsafeMutableBufferPointer { items in
                 guard let base = items.baseAddress else { return }

@@ -39,10 +39,10 @@ enum WireMapping {
     ) throws(PortError) -> R {
         if message.replyPort == nil, message.parts.count <= 1 {
             // The usual message: one bytes component or none.
-            if message.parts.isEmpty {
+            guard let only = message.parts.first else {
                 return try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: nil, limits: limits, body)
             }
-            if case .data(let bytes) = message.parts[0] {
+            if case .data(let bytes) = only {
                 guard bytes.count <= limits.maxMessageBytes else {
                     throw .messageTooLarge(size: bytes.count, limit: limits.maxMessageBytes)
                 }
@@ -67,7 +67,9 @@ enum WireMapping {
                 }
             }
         }
-        if message.replyPort == nil, let payloads = bytesOnly(message.parts) {
+        // Several bytes components, small enough for the stack. (A message of one component
+        // that got this far is a port, a descriptor or bytes too large for the stack.)
+        if message.replyPort == nil, message.parts.count != 1, let payloads = bytesOnly(message.parts.others) {
             _ = try message.checkedSize(maxBytes: limits.maxMessageBytes)
             let length = WireCodec.bytesOnlyFrameLength(payloads)
             if length <= stackFrameLimit {
@@ -136,8 +138,8 @@ enum WireMapping {
 
     /// The payloads of `components` when they are all bytes components, else `nil`.
     private static func bytesOnly(
-        _ components: MessageParts
-    ) -> LazyMapCollection<MessageParts, [UInt8]>? {
+        _ components: [MessageComponent]
+    ) -> LazyMapCollection<[MessageComponent], [UInt8]>? {
         for component in components {
             guard case .data = component else { return nil }
         }
@@ -157,7 +159,7 @@ enum WireMapping {
         var components: [WireComponent] = []
         components.reserveCapacity(message.parts.count)
         do throws(PortError) {
-            for component in message.parts {
+            try message.parts.forEachComponent { (component) throws(PortError) in
                 switch component {
                 case .data(let bytes):
                     components.append(.bytes(bytes))
