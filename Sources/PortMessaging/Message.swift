@@ -28,13 +28,10 @@ public struct Message: Sendable {
 
     /// Makes a message.
     public init(id: UInt32 = 0, components: [MessageComponent] = [], replyPort: SendPort? = nil) {
-        self.init(id: id, parts: MessageParts(components), replyPort: replyPort)
-    }
-
-    /// A message of `parts`.
-    init(id: UInt32, parts: MessageParts, replyPort: SendPort?) {
+        // Each field stored here, not through another initializer: delegating copies the
+        // whole message once more.
         self.id = id
-        self.parts = parts
+        self.parts = MessageParts(components)
         self.replyPort = replyPort
     }
 
@@ -50,7 +47,9 @@ public struct Message: Sendable {
 
     /// Makes a message with one bytes component.
     public init(id: UInt32 = 0, bytes: [UInt8], replyPort: SendPort? = nil) {
-        self.init(id: id, parts: MessageParts(.data(bytes)), replyPort: replyPort)
+        self.id = id
+        self.parts = MessageParts(.data(bytes))
+        self.replyPort = replyPort
     }
 
     /// Makes a message with one bytes component holding `text` as UTF-8.

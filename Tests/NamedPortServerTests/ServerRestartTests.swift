@@ -79,7 +79,7 @@ struct ServerRestartTests {
         #expect(watch.initialOwners == [owner])
 
         // The serving process is held still, so that the new server is seen without its name first.
-        serving.signal(SIGSTOP)
+        try serving.stop()
         try daemon.killForReal()
         try daemon.start()
         #expect(try watch.next(timeout: .seconds(60)) == .vanished(owner))

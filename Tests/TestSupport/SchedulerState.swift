@@ -3,7 +3,12 @@ import Glibc
 /// The scheduler's state of a thread of this process, by its kernel id: "R" running, "S"
 /// asleep, ... (`/proc/self/task/ID/stat`); `nil` if the thread is gone.
 package func schedulerState(ofThread threadID: Int32) -> String? {
-    let descriptor = open("/proc/self/task/\(threadID)/stat", O_RDONLY | O_CLOEXEC)
+    schedulerState(path: "/proc/self/task/\(threadID)/stat")
+}
+
+/// The state field of the `/proc` stat file at `path`; `nil` if it cannot be read.
+private func schedulerState(path: String) -> String? {
+    let descriptor = open(path, O_RDONLY | O_CLOEXEC)
     guard descriptor >= 0 else { return nil }
     defer { close(descriptor) }
     var bytes = [UInt8](repeating: 0, count: 512)
@@ -13,4 +18,19 @@ package func schedulerState(ofThread threadID: Int32) -> String? {
     let text = String(decoding: bytes.prefix(count), as: UTF8.self)
     guard let close = text.lastIndex(of: ")") else { return nil }
     return text[text.index(after: close)...].split(separator: " ").first.map(String.init)
+}
+
+/// Whether every thread of process `pid` is stopped (state "T" in `/proc/PID/task/ID/stat`);
+/// false when the process is gone or a thread's state cannot be read.
+package func threadsStopped(ofProcess pid: pid_t) -> Bool {
+    guard let directory = opendir("/proc/\(pid)/task") else { return false }
+    defer { closedir(directory) }
+    var threads = 0
+    while let entry = readdir(directory) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        guard let thread = Int32(name) else { continue }
+        guard schedulerState(path: "/proc/\(pid)/task/\(thread)/stat") == "T" else { return false }
+        threads += 1
+    }
+    return threads > 0
 }

@@ -250,6 +250,17 @@ package final class SpawnedProcess: @unchecked Sendable {
         Glibc.kill(pid, signal)
     }
 
+    /// Stops it (SIGSTOP) and waits, up to `timeout`, until every thread of it is stopped:
+    /// each thread stops only as it next enters the kernel, so a busy process runs on for a
+    /// moment after `kill` returns.
+    /// - Throws: when a thread still runs at the deadline.
+    package func stop(within timeout: Duration = .seconds(10)) throws {
+        Glibc.kill(pid, SIGSTOP)
+        guard eventually(timeout: timeout, { threadsStopped(ofProcess: pid) }) else {
+            throw Failure(description: "process \(pid) did not stop within \(timeout)")
+        }
+    }
+
     /// Waits for it to end, up to `timeout`.
     /// - Throws: when it is still running at the deadline.
     @discardableResult

@@ -328,13 +328,10 @@ extension Connection {
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
         if let firstPayload { parts[0] = .data(firstPayload) }
         state.peer?.noteHandedOut()
-        // Made in place in each case, so that the message is never copied.
-        if header.kind == .reply {
-            return .reply(header.sequence, Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
-        }
-        return .incoming(
-            header.kind, header.sequence,
-            Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
+        let message = Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer)
+        // Moved into the delivery, never copied.
+        if header.kind == .reply { return .reply(header.sequence, consume message) }
+        return .incoming(header.kind, header.sequence, consume message)
     }
 
     /// Called by the loop when a bound connection is readable.

@@ -105,6 +105,12 @@ final class EtcdServer {
         process?.signal(signal)
     }
 
+    /// Stops the server (SIGSTOP) and returns once every thread of it is stopped, so that
+    /// nothing sent after this is answered until `signal(SIGCONT)`.
+    func stop() throws {
+        try process?.stop()
+    }
+
     /// A loopback TCP port no one listens on now.
     private static func freePort() throws -> UInt16 {
         let address = try TCPSocket.resolve("127.0.0.1", port: 0).first!
