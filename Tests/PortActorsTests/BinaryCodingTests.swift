@@ -57,6 +57,27 @@ struct BinaryCodingTests {
         #expect(try roundTrip(Int?.none) == nil)
     }
 
+    /// Every primitive type is found as one (`primitiveType(_:)`, a list kept beside the
+    /// conformances), and is written as a primitive: no container tag.
+    @Test func everyPrimitiveIsFoundAsOne() throws {
+        #expect(primitiveType(Int.self) is Int.Type)
+        #expect(primitiveType([UInt8].self) is [UInt8].Type)
+        let found: [Bool] = [
+            isPrimitive(Int8.self), isPrimitive(Int16.self), isPrimitive(Int32.self), isPrimitive(Int64.self),
+            isPrimitive(UInt.self), isPrimitive(UInt8.self), isPrimitive(UInt16.self), isPrimitive(UInt32.self),
+            isPrimitive(UInt64.self), isPrimitive(Bool.self), isPrimitive(String.self), isPrimitive(Double.self),
+            isPrimitive(Float.self),
+        ]
+        #expect(found.allSatisfy { $0 })
+        #expect(primitiveType(Int?.self) == nil)
+        #expect(primitiveType([Int].self) == nil)
+        #expect(primitiveType(Nested.self) == nil)
+    }
+
+    private func isPrimitive<T: BinaryPrimitive>(_ type: T.Type) -> Bool {
+        primitiveType(type) != nil
+    }
+
     @Test func theLayoutDecodesAsWritten() throws {
         struct Small: Codable, Equatable { var a: Int; var b: String }
         let bytes: [UInt8] = [9, 2, 1, 98, 7, 2, 104, 105, 1, 97, 3, 0xd8, 0x04]  // keys in another order

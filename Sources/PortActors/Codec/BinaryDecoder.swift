@@ -29,9 +29,9 @@ struct BinaryDecoder {
         var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
         try reader.skipValue()
         guard reader.isAtEnd else { throw PortActorError.decoding("\(range.upperBound - reader.offset) bytes after the value") }
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
-            return try primitive.init(from: &reader) as! T
+            return try readPrimitive(primitive, as: T.self, from: &reader)
         }
         let source = DecodingSource(bytes: bytes, end: range.upperBound, attachments: attachments, system: system)
         return try T(from: StreamDecoder(source: source, offset: range.lowerBound, depth: 0, codingPath: []))
@@ -63,12 +63,18 @@ final class DecodingSource {
     /// Decodes the value at `offset` as a `T` (a primitive directly, anything else through
     /// its `init(from:)`).
     func decode<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int, codingPath: [any CodingKey]) throws -> T {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             var reader = reader(at: offset)
-            return try primitive.init(from: &reader) as! T
+            return try readPrimitive(primitive, as: T.self, from: &reader)
         }
         return try T(from: StreamDecoder(source: self, offset: offset, depth: depth, codingPath: codingPath))
     }
+}
+
+/// Reads a `P`, the primitive type that `T` is (`primitiveType(_:)`), as a `T`: the same
+/// type, so no cast is needed.
+func readPrimitive<P: BinaryPrimitive, T>(_: P.Type, as _: T.Type, from reader: inout BinaryReader) throws(PortActorError) -> T {
+    unsafeBitCast(try P(from: &reader), to: T.self)
 }
 
 private func mismatch(_ expected: String, _ tag: BinaryTag, _ codingPath: [any CodingKey]) -> DecodingError {

@@ -23,7 +23,7 @@ struct BinaryEncoder {
 
     /// Appends the bytes of `value` to `out`.
     func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             return writePrimitive(value, as: primitive, to: &out)
         }
         let stream = EncodingStream(attachments: attachments, system: system)
@@ -86,7 +86,7 @@ final class EncodingStream {
     /// Encodes `value` into a slot at `level`: a primitive at once, anything else through
     /// its `encode(to:)`; nil if that wrote nothing.
     func encode<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             return writePrimitive(value, as: primitive, to: &bytes)
         }
         try encodeComposite(value, level: level, codingPath: codingPath)
@@ -387,7 +387,7 @@ extension PrimitiveEncodingContainer {
 
 /// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
 ///
-/// The encoders ask whether a value's static type is a primitive (a metatype check),
+/// The encoders ask whether a value's static type is a primitive (`primitiveType(_:)`),
 /// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
 /// boxes the value and costs about twice as much). The two differ only for an
 /// `Optional` holding a primitive, which the cast unwraps: it is then encoded through

@@ -7,6 +7,34 @@ protocol BinaryPrimitive {
     init(from reader: inout BinaryReader) throws(PortActorError)
 }
 
+/// `T` as a primitive type, if it is one of them.
+///
+/// Found by comparing `T`'s metadata with each primitive's, a few instructions each,
+/// rather than by a cast (`T.self as? any BinaryPrimitive.Type`), which asks the runtime
+/// whether `T` conforms: a lookup in its conformance cache, several hundred instructions,
+/// made for every value and argument encoded or decoded. The list is every type that
+/// conforms to `BinaryPrimitive`, the commonest first.
+func primitiveType<T>(_: T.Type) -> (any BinaryPrimitive.Type)? {
+    switch ObjectIdentifier(T.self) {
+    case ObjectIdentifier(Int.self): Int.self
+    case ObjectIdentifier(String.self): String.self
+    case ObjectIdentifier(Bool.self): Bool.self
+    case ObjectIdentifier(Double.self): Double.self
+    case ObjectIdentifier([UInt8].self): [UInt8].self
+    case ObjectIdentifier(UInt64.self): UInt64.self
+    case ObjectIdentifier(Int64.self): Int64.self
+    case ObjectIdentifier(UInt32.self): UInt32.self
+    case ObjectIdentifier(Int32.self): Int32.self
+    case ObjectIdentifier(Float.self): Float.self
+    case ObjectIdentifier(UInt.self): UInt.self
+    case ObjectIdentifier(UInt8.self): UInt8.self
+    case ObjectIdentifier(Int8.self): Int8.self
+    case ObjectIdentifier(UInt16.self): UInt16.self
+    case ObjectIdentifier(Int16.self): Int16.self
+    default: nil
+    }
+}
+
 private func mismatch(_ expected: String, _ tag: BinaryTag) -> PortActorError {
     .decoding("expected \(expected), found \(tag.kind)")
 }

@@ -13,6 +13,14 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
 
     /// Sends the value back.
     public func onReturn<Success: Codable>(value: Success) async throws {
+        answer(value)
+    }
+
+    /// Sends the value back: what `onReturn(value:)` does, called directly by a resolved
+    /// target. `onReturn(value:)`, the protocol's ad hoc requirement, finds the value's
+    /// `Encodable` and `Decodable` conformances at run time on every call (two lookups in
+    /// the runtime's conformance cache); this takes them from its caller.
+    func answer<Success: Codable>(_ value: Success) {
         guard let reply else { return }
         let encoder = BinaryEncoder(system: system)
         var body: [UInt8] = []
