@@ -153,7 +153,8 @@ extension PortActorSystem {
         }
         // A route to the same actor that still works is kept: the new connection goes.
         if let replaced { return replaced.port.invalidate() }
-        try? route.port.onInvalidation(on: loop) { [weak route] _ in route?.ended() }
+        let ending = Unretained(route)
+        try? route.port.onInvalidation(on: loop) { _ in ending.object?.ended() }
     }
 
     /// The route calls to `id` take: the one recorded, else one found by its name.

@@ -72,11 +72,15 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         var isShutDown = false
     }
 
-    /// An actor of this system: weakly held, unless a name keeps it.
+    /// An actor of this system: not kept alive (`Unretained`, not `weak`, which would slow
+    /// every retain of the actor), unless a name keeps it.
     struct LocalActor {
-        weak var actor: (any DistributedActor)?
+        let reference: any UnretainedActor
         var retained: (any DistributedActor)?
         var names: Set<String> = []
+
+        /// The actor, while it lives.
+        var actor: (any DistributedActor)? { reference.actor }
     }
 
     /// Makes a system whose port is served on `thread`'s loop (a thread of its own, named
@@ -116,8 +120,10 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         self.sendTimeout = sendTimeout
         self.sendsVoidCallsOneWay = sendsVoidCallsOneWay
         do throws(PortError) {
-            try port.schedule(on: loop, deferringReplies: { [weak self] message, reply in
-                self?.receive(message, reply: reply)
+            // Not `[weak self]`: see `Unretained`.
+            let system = Unretained(self)
+            try port.schedule(on: loop, deferringReplies: { message, reply in
+                system.object?.receive(message, reply: reply)
             })
         } catch {
             throw .transport(error)
@@ -192,7 +198,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     /// Records a new actor of this system, which calls can now reach.
     public func actorReady<Act: DistributedActor>(_ actor: Act) where Act.ID == ActorAddress {
-        state.withLock { $0.locals[actor.id.id] = LocalActor(actor: actor) }
+        state.withLock { $0.locals[actor.id.id] = LocalActor(reference: Unretained(actor)) }
     }
 
     /// Forgets an actor that went away.
