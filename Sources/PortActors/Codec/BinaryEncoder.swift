@@ -64,16 +64,9 @@ final class EncodingStream {
     /// system, made only if a value asks.
     lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
 
-    /// An open container: where its one-byte count placeholder is, how many entries so far.
-    private struct OpenContainer {
-        var id: Int
-        var countOffset: Int
-        var count: UInt64
-    }
-
     /// The open containers, outermost first: a container at level L is `open[L]`. Used
     /// as `bytes` is, so not checked for exclusive access either.
-    @exclusivity(unchecked) private var open: [OpenContainer] = []
+    @exclusivity(unchecked) private var open = OpenContainers()
     private var lastID = 0
     /// The first misuse met, reported when the encoding ends.
     private var misuse: String?
