@@ -30,6 +30,12 @@ final class AttachmentTable {
         return components
     }
 
+    /// The table of `components` after a message's first, `nil` if there are none: most
+    /// messages carry no port or descriptor, and need no table.
+    static func incoming(after components: [MessageComponent]) -> AttachmentTable? {
+        components.count > 1 ? AttachmentTable(incoming: Array(components.dropFirst())) : nil
+    }
+
     /// Sets `component` aside; its index.
     func append(_ component: MessageComponent) -> Int {
         outgoing.append(component)

@@ -5,12 +5,12 @@ import PortMessaging
 /// the received bytes, finding the ports and descriptors they name among the message's
 /// components.
 struct BinaryDecoder {
-    /// The received message's ports and descriptors.
-    let attachments: AttachmentTable
+    /// The received message's ports and descriptors; `nil` for a message that has none.
+    let attachments: AttachmentTable?
     /// The system actor references are resolved with (found in `userInfo`).
     let system: PortActorSystem?
 
-    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
+    init(attachments: AttachmentTable? = nil, system: PortActorSystem? = nil) {
         self.attachments = attachments
         self.system = system
     }
@@ -42,13 +42,13 @@ struct BinaryDecoder {
 final class DecodingSource {
     let bytes: [UInt8]
     let end: Int
-    let attachments: AttachmentTable
+    let attachments: AttachmentTable?
     let system: PortActorSystem?
-    /// What the decoded values' `init(from:)` find: the attachment table and the actor
-    /// system, made only if a value asks.
-    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
+    /// What the decoded values' `init(from:)` find: the attachment table (an empty one for
+    /// a message with none) and the actor system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = (attachments ?? AttachmentTable()).userInfo(system: system)
 
-    init(bytes: [UInt8], end: Int, attachments: AttachmentTable, system: PortActorSystem?) {
+    init(bytes: [UInt8], end: Int, attachments: AttachmentTable?, system: PortActorSystem?) {
         self.bytes = bytes
         self.end = end
         self.attachments = attachments

@@ -4,38 +4,46 @@ import PortMessaging
 /// one growing byte buffer, setting the ports and descriptors they carry aside as message
 /// components.
 struct BinaryEncoder {
-    /// Where ports and descriptors met while encoding go; a value names one by its index.
-    let attachments: AttachmentTable
+    /// Where ports and descriptors met while encoding go (a value names one by its index):
+    /// made when a value first asks for it, so that the many values that carry none
+    /// allocate no table.
+    private(set) var attachments: AttachmentTable?
     /// The system whose actors' references are encoded (found in `userInfo`).
     let system: PortActorSystem?
 
-    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
-        self.attachments = attachments
+    init(system: PortActorSystem? = nil) {
         self.system = system
     }
 
+    /// The ports and descriptors set aside, in the order met.
+    var outgoing: [MessageComponent] { attachments?.outgoing ?? [] }
+
     /// The bytes of `value`.
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        var encoder = self
         var out: [UInt8] = []
-        try encode(value, into: &out)
+        try encoder.encode(value, into: &out)
         return out
     }
 
     /// Appends the bytes of `value` to `out`.
-    func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
+    mutating func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
         if let primitive = primitiveType(T.self) {
             return writePrimitive(value, as: primitive, to: &out)
         }
         let stream = EncodingStream(attachments: attachments, system: system)
         swap(&out, &stream.bytes)
-        defer { swap(&out, &stream.bytes) }
+        defer {
+            swap(&out, &stream.bytes)
+            attachments = stream.attachments
+        }
         try stream.encodeComposite(value, level: 0, codingPath: [])
         try stream.finish()
     }
 
     /// Appends the bytes of `value` to `out` after a varint of their length (a one-byte
     /// placeholder fixed once the length is known).
-    func encodeLengthPrefixed<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
+    mutating func encodeLengthPrefixed<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
         let lengthOffset = out.count
         out.append(0)
         try encode(value, into: &out)
@@ -58,11 +66,16 @@ final class EncodingStream {
     /// The bytes written: read and written only by the encoding that owns the stream,
     /// on one thread, so the dynamic exclusivity check of every append is not needed.
     @exclusivity(unchecked) var bytes: [UInt8] = []
-    let attachments: AttachmentTable
+    /// The encoding's attachment table, if one was given or a value has asked for it.
+    private(set) var attachments: AttachmentTable?
     let system: PortActorSystem?
-    /// What the encoded values' `encode(to:)` find: the attachment table and the actor
-    /// system, made only if a value asks.
-    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
+    /// What the encoded values' `encode(to:)` find: the attachment table (made now if
+    /// none was given) and the actor system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = {
+        let table = attachments ?? AttachmentTable()
+        attachments = table
+        return table.userInfo(system: system)
+    }()
 
     /// The open containers, outermost first: a container at level L is `open[L]`. Used
     /// as `bytes` is, so not checked for exclusive access either.
@@ -71,7 +84,7 @@ final class EncodingStream {
     /// The first misuse met, reported when the encoding ends.
     private var misuse: String?
 
-    init(attachments: AttachmentTable, system: PortActorSystem?) {
+    init(attachments: AttachmentTable?, system: PortActorSystem?) {
         self.attachments = attachments
         self.system = system
     }
@@ -352,39 +365,4 @@ struct SingleStreamEncoder: SingleValueEncodingContainer, PrimitiveEncodingConta
     mutating func encode<T: Encodable>(_ value: T) throws {
         if slot.claim() { try slot.stream.encode(value, level: slot.level, codingPath: slot.codingPath) }
     }
-}
-
-/// An unkeyed or single-value container that writes every primitive the same way
-/// (`primitive(_:)`): the overloads `Encodable` asks of both, written once.
-protocol PrimitiveEncodingContainer {
-    /// Writes `value` as the container's next element.
-    mutating func primitive(_ value: some BinaryPrimitive)
-}
-
-extension PrimitiveEncodingContainer {
-    mutating func encode(_ value: Bool) throws { primitive(value) }
-    mutating func encode(_ value: String) throws { primitive(value) }
-    mutating func encode(_ value: Double) throws { primitive(value) }
-    mutating func encode(_ value: Float) throws { primitive(value) }
-    mutating func encode(_ value: Int) throws { primitive(value) }
-    mutating func encode(_ value: Int8) throws { primitive(value) }
-    mutating func encode(_ value: Int16) throws { primitive(value) }
-    mutating func encode(_ value: Int32) throws { primitive(value) }
-    mutating func encode(_ value: Int64) throws { primitive(value) }
-    mutating func encode(_ value: UInt) throws { primitive(value) }
-    mutating func encode(_ value: UInt8) throws { primitive(value) }
-    mutating func encode(_ value: UInt16) throws { primitive(value) }
-    mutating func encode(_ value: UInt32) throws { primitive(value) }
-    mutating func encode(_ value: UInt64) throws { primitive(value) }
-}
-
-/// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
-///
-/// The encoders ask whether a value's static type is a primitive (`primitiveType(_:)`),
-/// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
-/// boxes the value and costs about twice as much). The two differ only for an
-/// `Optional` holding a primitive, which the cast unwraps: it is then encoded through
-/// `Optional.encode(to:)`, whose single-value container writes the same bytes.
-func writePrimitive<T, P: BinaryPrimitive>(_ value: T, as _: P.Type, to out: inout [UInt8]) {
-    unsafeBitCast(value, to: P.self).write(to: &out)
 }

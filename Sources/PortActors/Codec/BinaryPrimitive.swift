@@ -168,3 +168,38 @@ extension Array: BinaryPrimitive where Element == UInt8 {
         }
     }
 }
+
+/// An unkeyed or single-value container that writes every primitive the same way
+/// (`primitive(_:)`): the overloads `Encodable` asks of both, written once.
+protocol PrimitiveEncodingContainer {
+    /// Writes `value` as the container's next element.
+    mutating func primitive(_ value: some BinaryPrimitive)
+}
+
+extension PrimitiveEncodingContainer {
+    mutating func encode(_ value: Bool) throws { primitive(value) }
+    mutating func encode(_ value: String) throws { primitive(value) }
+    mutating func encode(_ value: Double) throws { primitive(value) }
+    mutating func encode(_ value: Float) throws { primitive(value) }
+    mutating func encode(_ value: Int) throws { primitive(value) }
+    mutating func encode(_ value: Int8) throws { primitive(value) }
+    mutating func encode(_ value: Int16) throws { primitive(value) }
+    mutating func encode(_ value: Int32) throws { primitive(value) }
+    mutating func encode(_ value: Int64) throws { primitive(value) }
+    mutating func encode(_ value: UInt) throws { primitive(value) }
+    mutating func encode(_ value: UInt8) throws { primitive(value) }
+    mutating func encode(_ value: UInt16) throws { primitive(value) }
+    mutating func encode(_ value: UInt32) throws { primitive(value) }
+    mutating func encode(_ value: UInt64) throws { primitive(value) }
+}
+
+/// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
+///
+/// The encoders ask whether a value's static type is a primitive (`primitiveType(_:)`),
+/// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
+/// boxes the value and costs about twice as much). The two differ only for an
+/// `Optional` holding a primitive, which the cast unwraps: it is then encoded through
+/// `Optional.encode(to:)`, whose single-value container writes the same bytes.
+func writePrimitive<T, P: BinaryPrimitive>(_ value: T, as _: P.Type, to out: inout [UInt8]) {
+    unsafeBitCast(value, to: P.self).write(to: &out)
+}

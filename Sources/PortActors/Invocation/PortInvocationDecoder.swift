@@ -11,7 +11,7 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
     let decoder: BinaryDecoder
     private var next = 0
 
-    init(envelope: CallEnvelope, attachments: AttachmentTable, system: PortActorSystem) {
+    init(envelope: CallEnvelope, attachments: AttachmentTable?, system: PortActorSystem) {
         self.envelope = envelope
         decoder = BinaryDecoder(attachments: attachments, system: system)
     }

@@ -12,14 +12,14 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
     /// The arguments, each a varint length and its value, one after another.
     var arguments: [UInt8] = []
     var argumentCount = 0
-    let encoder: BinaryEncoder
+    var encoder: BinaryEncoder
 
     init(system: PortActorSystem) {
         encoder = BinaryEncoder(system: system)
     }
 
     /// The ports and descriptors the arguments carry, in order.
-    var attachments: [MessageComponent] { encoder.attachments.outgoing }
+    var attachments: [MessageComponent] { encoder.outgoing }
 
     /// Records a generic substitution by its mangled name.
     public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {

@@ -22,7 +22,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
     /// the runtime's conformance cache); this takes them from its caller.
     func answer<Success: Codable>(_ value: Success) {
         guard let reply else { return }
-        let encoder = BinaryEncoder(system: system)
+        var encoder = BinaryEncoder(system: system)
         var body: [UInt8] = []
         body.reserveCapacity(64)
         body.append(ReplyStatus.value.rawValue)
@@ -31,7 +31,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         } catch {
             return fail("the result does not encode: \(error)")
         }
-        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
+        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.outgoing)), on: reply)
     }
 
     /// Tells the caller the call returned.
@@ -50,10 +50,10 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         if let codable = error as? any (Error & Encodable), let type = _mangledTypeName(Swift.type(of: codable)) {
             var body: [UInt8] = [ReplyStatus.codableError.rawValue]
             body.appendString(type)
-            let encoder = BinaryEncoder(system: system)
+            var encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
                 return send(
-                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
+                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.outgoing)), on: reply)
             }
         }
         var body: [UInt8] = [ReplyStatus.otherError.rawValue]

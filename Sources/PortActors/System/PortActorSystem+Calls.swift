@@ -15,7 +15,7 @@ extension PortActorSystem {
         guard body.status == .value else { throw PortActorError.decoding("a result was expected from \(address)") }
         let decoder = decoder(for: reply)
         // Descriptors the result did not take are closed: nobody else will.
-        defer { decoder.attachments.closeUnclaimed() }
+        defer { decoder.attachments?.closeUnclaimed() }
         do {
             return try decoder.decode(Res.self, from: body.bytes, in: 1..<body.bytes.count)
         } catch let error as PortActorError {
@@ -98,8 +98,7 @@ extension PortActorSystem {
         case .codableError:
             let type = try reader.string()
             if let errorType = _typeByName(type) as? any (Error & Decodable).Type {
-                let table = AttachmentTable(incoming: Array(reply.components.dropFirst()))
-                let decoder = BinaryDecoder(attachments: table, system: self)
+                let decoder = BinaryDecoder(attachments: AttachmentTable.incoming(after: reply.components), system: self)
                 throw try Self.decodeError(errorType, bytes, reader.offset..<bytes.count, decoder)
             }
             reply.closeDescriptors()
@@ -124,7 +123,7 @@ extension PortActorSystem {
     }
 
     private func decoder(for reply: Message) -> BinaryDecoder {
-        BinaryDecoder(attachments: AttachmentTable(incoming: Array(reply.components.dropFirst())), system: self)
+        BinaryDecoder(attachments: AttachmentTable.incoming(after: reply.components), system: self)
     }
 }
 

@@ -47,7 +47,7 @@ extension PortActorSystem {
             reply?.reply(Message(id: message.id, bytes: [ReplyStatus.unknownActor.rawValue]))
             return
         }
-        let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
+        let attachments = AttachmentTable.incoming(after: message.components)
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
         // The call's task prefers the actor's thread (else the system's): when that is this
         // loop's thread it starts right here, up to its hop onto the actor; else its first
@@ -56,7 +56,7 @@ extension PortActorSystem {
         // never on the shared pool: a call to an actor on this loop's thread wakes no other.
         let task = Task.immediate(executorPreference: executor ?? callExecutor) {
             await self.run(on: actor, decoder, handler)
-            attachments.closeUnclaimed()
+            attachments?.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }
         }
         call.started(task)
