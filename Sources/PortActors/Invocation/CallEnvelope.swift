@@ -42,11 +42,15 @@ struct CallEnvelope {
 
     /// The envelope of a call whose arguments `PortInvocationEncoder` wrote (`count` of
     /// them, each length-prefixed, in `arguments`).
+    ///
+    /// Made in `arguments`' own buffer, not copied into a new one: the fields before the
+    /// arguments are appended after them (in the room the encoder reserved), then moved in
+    /// front of them through a small temporary on the stack.
     static func encoded(
-        callID: UInt64, actorID: UInt64, target: String, substitutions: [String], argumentCount: Int, arguments: [UInt8]
+        callID: UInt64, actorID: UInt64, target: String, substitutions: [String], argumentCount: Int, arguments: consuming [UInt8]
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(24 + target.utf8.count + arguments.count + substitutions.count * 32)
+        var out = arguments
+        let argumentsEnd = out.count
         out.append(version)
         out.appendFixed(callID)
         out.appendVarint(actorID)
@@ -54,7 +58,14 @@ struct CallEnvelope {
         out.appendVarint(UInt64(substitutions.count))
         for substitution in substitutions { out.appendString(substitution) }
         out.appendVarint(UInt64(argumentCount))
-        out.append(contentsOf: arguments)
+        let headerCount = out.count - argumentsEnd
+        out.withUnsafeMutableBytes { bytes in
+            withUnsafeTemporaryAllocation(byteCount: headerCount, alignment: 1) { header in
+                header.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[argumentsEnd...]))
+                (bytes.baseAddress! + headerCount).copyMemory(from: bytes.baseAddress!, byteCount: argumentsEnd)
+                bytes.copyMemory(from: UnsafeRawBufferPointer(header))
+            }
+        }
         return out
     }
 

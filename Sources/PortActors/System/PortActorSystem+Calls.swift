@@ -42,7 +42,7 @@ extension PortActorSystem {
 
     /// The message of a call.
     private func message(
-        _ kind: ActorMessageKind, callID: UInt64, route: RemoteRoute, target: RemoteCallTarget, invocation: PortInvocationEncoder
+        _ kind: ActorMessageKind, callID: UInt64, route: RemoteRoute, target: RemoteCallTarget, invocation: inout PortInvocationEncoder
     ) throws -> Message {
         let attachments = invocation.attachments
         if route.address.node != nil, !attachments.isEmpty {
@@ -50,7 +50,7 @@ extension PortActorSystem {
         }
         let envelope = CallEnvelope.encoded(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
-            argumentCount: invocation.argumentCount, arguments: invocation.arguments)
+            argumentCount: invocation.argumentCount, arguments: invocation.takeArguments())
         return Message(id: kind.rawValue, components: AttachmentTable.components(envelope, then: attachments))
     }
 
@@ -60,7 +60,7 @@ extension PortActorSystem {
         if Task.isCancelled { throw PortActorError.transport(.cancelled) }
         let route = try await route(to: id)
         let callID = nextCallID()
-        let message = try message(.call, callID: callID, route: route, target: target, invocation: invocation)
+        let message = try message(.call, callID: callID, route: route, target: target, invocation: &invocation)
         do {
             return (try await route.port.request(message, sendTimeout: sendTimeout, receiveTimeout: callTimeout), route.address)
         } catch .cancelled {
@@ -74,7 +74,7 @@ extension PortActorSystem {
 
     private func send(_ id: ActorAddress, target: RemoteCallTarget, invocation: inout PortInvocationEncoder) async throws {
         let route = try await route(to: id)
-        let message = try message(.oneWayCall, callID: nextCallID(), route: route, target: target, invocation: invocation)
+        let message = try message(.oneWayCall, callID: nextCallID(), route: route, target: target, invocation: &invocation)
         do {
             try route.port.send(message, timeout: sendTimeout)
         } catch {
