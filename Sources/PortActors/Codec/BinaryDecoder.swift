@@ -60,6 +60,37 @@ final class DecodingSource {
         BinaryReader(bytes, offset: offset, end: end)
     }
 
+    /// The primitive at `offset`.
+    ///
+    /// Here rather than in the keyed container, whose code is generic over its key type and
+    /// so runs unspecialized: this is specialized for each primitive type where it is called.
+    func primitive<T: BinaryPrimitive>(_: T.Type, at offset: Int) throws(PortActorError) -> T {
+        var reader = reader(at: offset)
+        return try T(from: &reader)
+    }
+
+    /// Where the value under `key` starts in a keyed container of `entries`: looked for
+    /// from `cursor` on (from the first entry for a short container, whose few keys are
+    /// found faster so than in a table). Here, not generic, for the reason `primitive` is.
+    func find(_ key: String, in entries: [KeyedEntry], cursor: KeyCursor?) -> Int? {
+        var name = key
+        return name.withUTF8 { utf8 in
+            bytes.withUnsafeBufferPointer { bytes in
+                let first = cursor?.next ?? 0
+                for step in 0..<entries.count {
+                    let index = (first + step) % entries.count
+                    let entry = entries[index]
+                    guard entry.keyCount == utf8.count,
+                        utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress! + entry.keyStart, utf8.count) == 0
+                    else { continue }
+                    cursor?.next = index + 1
+                    return entry.value
+                }
+                return nil
+            }
+        }
+    }
+
     /// Decodes the value at `offset` as a `T` (a primitive directly, anything else through
     /// its `init(from:)`).
     func decode<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int, codingPath: [any CodingKey]) throws -> T {
@@ -168,25 +199,9 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
 
     func contains(_ key: Key) -> Bool { find(key.stringValue) != nil }
 
-    /// Where the value under `key` starts: looked for from the cursor on (from the first
-    /// entry for a short container, whose few keys are found faster so than in a table).
+    /// Where the value under `key` starts.
     private func find(_ key: String) -> Int? {
-        var name = key
-        return name.withUTF8 { utf8 in
-            source.bytes.withUnsafeBufferPointer { bytes in
-                let first = cursor?.next ?? 0
-                for step in 0..<entries.count {
-                    let index = (first + step) % entries.count
-                    let entry = entries[index]
-                    guard entry.keyCount == utf8.count,
-                        utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress! + entry.keyStart, utf8.count) == 0
-                    else { continue }
-                    cursor?.next = index + 1
-                    return entry.value
-                }
-                return nil
-            }
-        }
+        source.find(key, in: entries, cursor: cursor)
     }
 
     private func value(_ key: Key) throws -> Int {
@@ -196,30 +211,25 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return offset
     }
 
-    private func primitive<T: BinaryPrimitive>(_ key: Key) throws -> T {
-        var reader = source.reader(at: try value(key))
-        return try T(from: &reader)
-    }
-
     private func decoder(_ key: Key) throws -> StreamDecoder {
         StreamDecoder(source: source, offset: try value(key), depth: depth, codingPath: codingPath + [key])
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { source.bytes[try value(key)] == BinaryTag.null.rawValue }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try primitive(key) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try source.primitive(type, at: value(key)) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try source.primitive(type, at: value(key)) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try source.decode(type, at: try value(key), depth: depth, codingPath: codingPath + [key])
     }

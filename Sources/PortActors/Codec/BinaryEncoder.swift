@@ -150,6 +150,22 @@ final class EncodingStream {
         return true
     }
 
+    /// Readies the keyed container `id` at `level` for one more entry and writes its key;
+    /// false if the container has closed.
+    func beginEntry(level: Int, id: Int, key: String) -> Bool {
+        guard beginEntry(level: level, id: id) else { return false }
+        bytes.appendString(key)
+        return true
+    }
+
+    /// Writes the primitive `value`.
+    ///
+    /// Here rather than in the containers, whose code is generic (over a key type) and so
+    /// runs unspecialized: this is specialized for each primitive type where it is called.
+    func write<P: BinaryPrimitive>(_ value: P) {
+        value.write(to: &bytes)
+    }
+
     /// Closes the containers at `level` and deeper, fixing their counts.
     func close(downTo level: Int) {
         while open.count > level {
@@ -232,30 +248,24 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     private func entry(named key: String) -> Bool {
-        guard stream.beginEntry(level: level, id: id) else { return false }
-        stream.bytes.appendString(key)
-        return true
-    }
-
-    private func primitive(_ value: some BinaryPrimitive, _ key: Key) {
-        if entry(key) { value.write(to: &stream.bytes) }
+        stream.beginEntry(level: level, id: id, key: key)
     }
 
     mutating func encodeNil(forKey key: Key) throws { if entry(key) { stream.bytes.append(BinaryTag.null.rawValue) } }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: String, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Float, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { if entry(key) { stream.write(value) } }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         if entry(key) { try stream.encode(value, level: level + 1, codingPath: codingPath + [key]) }
     }
