@@ -74,10 +74,18 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     /// An actor of this system: not kept alive (`Unretained`, not `weak`, which would slow
     /// every retain of the actor), unless a name keeps it.
-    struct LocalActor {
+    ///
+    /// A class, so that finding a served call's actor copies one reference out of the
+    /// table, not the record's three.
+    // Safety of @unchecked Sendable: read and changed only under the system's state lock.
+    final class LocalActor: @unchecked Sendable {
         let reference: any UnretainedActor
         var retained: (any DistributedActor)?
         var names: Set<String> = []
+
+        init(reference: any UnretainedActor) {
+            self.reference = reference
+        }
 
         /// The actor, while it lives.
         var actor: (any DistributedActor)? { reference.actor }
