@@ -22,7 +22,7 @@ enum ActorMessageKind: UInt32 {
 /// next components, named by their index among them.
 ///
 /// Received, the arguments stay where they are in the envelope's bytes: each is decoded
-/// from its range there, found in turn (`argument(after:)`), as the target takes them.
+/// from its range there, found in turn (`argument(at:)`), as the target takes them.
 struct CallEnvelope {
     static let version: UInt8 = 1
 
@@ -62,6 +62,7 @@ struct CallEnvelope {
         out.withUnsafeMutableBytes { bytes in
             withUnsafeTemporaryAllocation(byteCount: headerCount, alignment: 1) { header in
                 header.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[argumentsEnd...]))
+                // A memmove: the arguments' old and new places overlap.
                 (bytes.baseAddress! + headerCount).copyMemory(from: bytes.baseAddress!, byteCount: argumentsEnd)
                 bytes.copyMemory(from: UnsafeRawBufferPointer(header))
             }
