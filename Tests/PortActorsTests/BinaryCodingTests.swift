@@ -78,6 +78,37 @@ struct BinaryCodingTests {
         primitiveType(type) != nil
     }
 
+    /// A short keyed container (read through on each lookup) and a long one (a table and
+    /// a cursor) answer the same: keys in any order, unknown ones skipped, `allKeys`,
+    /// `contains`, a missing key an error.
+    @Test(arguments: [3, 12])
+    func keyedContainersFindTheirKeysInAnyOrder(count: Int) throws {
+        struct AnyKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        struct Reversed: Decodable {
+            var values: [Int] = []
+            var keys: [String] = []
+            var hasMissing = true
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: AnyKey.self)
+                keys = container.allKeys.map(\.stringValue)
+                for key in container.allKeys.reversed() { values.append(try container.decode(Int.self, forKey: key)) }
+                hasMissing = container.contains(AnyKey(stringValue: "missing"))
+                #expect(throws: DecodingError.self) { try container.decode(Int.self, forKey: AnyKey(stringValue: "missing")) }
+            }
+        }
+        var table: [String: Int] = [:]
+        for index in 0..<count { table["k\(index)"] = index }
+        let decoded = try BinaryDecoder().decode(Reversed.self, from: BinaryEncoder().encode(table))
+        #expect(Set(decoded.keys) == Set(table.keys))
+        #expect(decoded.values == decoded.keys.reversed().map { table[$0]! })
+        #expect(!decoded.hasMissing)
+    }
+
     @Test func theLayoutDecodesAsWritten() throws {
         struct Small: Codable, Equatable { var a: Int; var b: String }
         let bytes: [UInt8] = [9, 2, 1, 98, 7, 2, 104, 105, 1, 97, 3, 0xd8, 0x04]  // keys in another order

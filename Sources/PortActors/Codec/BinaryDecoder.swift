@@ -69,28 +69,6 @@ final class DecodingSource {
         return try T(from: &reader)
     }
 
-    /// Where the value under `key` starts in a keyed container of `entries`: looked for
-    /// from `cursor` on (from the first entry for a short container, whose few keys are
-    /// found faster so than in a table). Here, not generic, for the reason `primitive` is.
-    func find(_ key: String, in entries: [KeyedEntry], cursor: KeyCursor?) -> Int? {
-        var name = key
-        return name.withUTF8 { utf8 in
-            bytes.withUnsafeBufferPointer { bytes in
-                let first = cursor?.next ?? 0
-                for step in 0..<entries.count {
-                    let index = (first + step) % entries.count
-                    let entry = entries[index]
-                    guard entry.keyCount == utf8.count,
-                        utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress! + entry.keyStart, utf8.count) == 0
-                    else { continue }
-                    cursor?.next = index + 1
-                    return entry.value
-                }
-                return nil
-            }
-        }
-    }
-
     /// Decodes the value at `offset` as a `T` (a primitive directly, anything else through
     /// its `init(from:)`).
     func decode<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int, codingPath: [any CodingKey]) throws -> T {
@@ -145,18 +123,9 @@ struct StreamDecoder: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        var (reader, count) = try container(.keyed, "a keyed container")
-        var entries: [KeyedEntry] = []
-        entries.reserveCapacity(count)
-        for _ in 0..<count {
-            let keyCount = try reader.count()
-            let keyStart = try reader.advance(keyCount)
-            entries.append(KeyedEntry(keyStart: keyStart, keyCount: keyCount, value: reader.offset))
-            try reader.skipValue(depth: depth + 1)
-        }
-        return KeyedDecodingContainer(
-            KeyedStreamDecoder<Key>(
-                source: source, entries: entries, cursor: count > 8 ? KeyCursor() : nil, depth: depth + 1, codingPath: codingPath))
+        let (reader, count) = try container(.keyed, "a keyed container")
+        let entries = try source.keyedEntries(from: reader.offset, count: count, depth: depth + 1)
+        return KeyedDecodingContainer(KeyedStreamDecoder<Key>(source: source, entries: entries, depth: depth + 1, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -169,39 +138,21 @@ struct StreamDecoder: Decoder {
     }
 }
 
-/// An entry of a keyed container: where its key's UTF-8 is, where its value starts.
-struct KeyedEntry {
-    var keyStart: Int
-    var keyCount: Int
-    var value: Int
-}
-
-/// Which entry of a long keyed container to look at first: the one after the last found,
-/// since keys are mostly read in the order written (a dictionary's always).
-final class KeyCursor {
-    var next = 0
-}
-
 struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let source: DecodingSource
-    let entries: [KeyedEntry]
-    /// For a container of more than a few entries, so that reading them in order is not
-    /// quadratic.
-    let cursor: KeyCursor?
+    let entries: KeyedEntries
     let depth: Int
     let codingPath: [any CodingKey]
 
     var allKeys: [Key] {
-        entries.compactMap { entry in
-            Key(stringValue: String(decoding: source.bytes[entry.keyStart..<entry.keyStart + entry.keyCount], as: UTF8.self))
-        }
+        source.keys(of: entries).compactMap { Key(stringValue: $0) }
     }
 
     func contains(_ key: Key) -> Bool { find(key.stringValue) != nil }
 
     /// Where the value under `key` starts.
     private func find(_ key: String) -> Int? {
-        source.find(key, in: entries, cursor: cursor)
+        source.find(key, in: entries)
     }
 
     private func value(_ key: Key) throws -> Int {
