@@ -15,6 +15,7 @@ public func fuzzCodec(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
     checkDecode(bytes, limits: .default)
     checkDecode(bytes, limits: smallLimits)
+    checkSingleBytes(bytes, limits: .default)
     checkSplitter(bytes, limits: .default)
     checkSplitter(bytes, limits: smallLimits)
     return 0
@@ -49,6 +50,16 @@ private func checkDecode(_ bytes: UnsafeRawBufferPointer, limits: WireLimits) {
     // The same frame with descriptors missing or extra must never be accepted.
     let short = try? WireCodec.decode(bytes, descriptorCount: announced + 1, limits: limits)
     invariant(short == nil, "accepted a descriptor count mismatch")
+}
+
+/// The one-component fast path agrees with the full decoder: whatever payload it finds,
+/// the frame decodes (without descriptors) to exactly that one bytes component.
+private func checkSingleBytes(_ bytes: UnsafeRawBufferPointer, limits: WireLimits) {
+    guard let header = try? WireHeader.parse(bytes, limits: limits),
+        let payload = WireCodec.singleBytesPayload(bytes, header: header)
+    else { return }
+    let decoded = try? WireCodec.decodeComponents(bytes, header: header, descriptorCount: 0) { $0 }
+    invariant(decoded == [.bytes([UInt8](payload))], "the single-component path found a payload the decoder does not")
 }
 
 /// What a splitter made of a stream: its frames and how it ended.

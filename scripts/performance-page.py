@@ -94,6 +94,8 @@ BASELINES = {
            "a Unix socket pair for ports, a bare request and response for names)",
     "raw-brokered": "`raw` plus the kernel work any brokered lookup needs: a fresh `socketpair`, "
                     "one end passed with SCM_RIGHTS, both closed",
+    "raw-creds": "`raw` with SO_PASSCRED set on both ends of the socket pair, as on every PortKit socket: "
+                 "what passing the sender's credentials with each message costs",
     "raw-registered": "`raw` plus the kernel work any registration of a port needs: a fresh `socketpair` "
                       "whose end goes with the request (SCM_RIGHTS) into the server's epoll set, taken out "
                       "and closed by the release",

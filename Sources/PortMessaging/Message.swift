@@ -7,8 +7,15 @@
 public struct Message: Sendable {
     /// The application's message id (the check-in protocol uses 100 unless configured).
     public var id: UInt32
-    /// The content, in order.
-    public var components: [MessageComponent]
+    /// The content, in order. A message of one component stores it without an array, so
+    /// reading this makes one for it; `bytes`, `ports` and `descriptors` read the
+    /// components without.
+    public var components: [MessageComponent] {
+        get { parts.array }
+        set { parts = MessageParts(newValue) }
+    }
+    /// The content as stored: without an array for a message of one component.
+    var parts: MessageParts
     /// Where the receiver can send answers, if anywhere.
     public var replyPort: SendPort?
     /// Who sent it: set on every message a port receives, a reply included, whatever the
@@ -21,14 +28,29 @@ public struct Message: Sendable {
 
     /// Makes a message.
     public init(id: UInt32 = 0, components: [MessageComponent] = [], replyPort: SendPort? = nil) {
+        self.init(id: id, parts: MessageParts(components), replyPort: replyPort)
+    }
+
+    /// A message of `parts`.
+    init(id: UInt32, parts: MessageParts, replyPort: SendPort?) {
         self.id = id
-        self.components = components
+        self.parts = parts
         self.replyPort = replyPort
+    }
+
+    /// A received message, made whole in one step (each field stored once, nothing
+    /// copied after).
+    init(id: UInt32, parts: MessageParts, replyPort: SendPort?, sender: SenderCredentials?, peer: PortPeer?) {
+        self.id = id
+        self.parts = parts
+        self.replyPort = replyPort
+        self.sender = sender
+        self.peer = peer
     }
 
     /// Makes a message with one bytes component.
     public init(id: UInt32 = 0, bytes: [UInt8], replyPort: SendPort? = nil) {
-        self.init(id: id, components: [.data(bytes)], replyPort: replyPort)
+        self.init(id: id, parts: MessageParts(.data(bytes)), replyPort: replyPort)
     }
 
     /// Makes a message with one bytes component holding `text` as UTF-8.
@@ -38,7 +60,7 @@ public struct Message: Sendable {
 
     /// The first bytes component, or empty.
     public var bytes: [UInt8] {
-        for component in components { if case .data(let bytes) = component { return bytes } }
+        for component in parts { if case .data(let bytes) = component { return bytes } }
         return []
     }
 
@@ -47,12 +69,12 @@ public struct Message: Sendable {
 
     /// The ports among the components, in order.
     public var ports: [SendPort] {
-        components.compactMap { if case .port(let port) = $0 { port } else { nil } }
+        parts.compactMap { if case .port(let port) = $0 { port } else { nil } }
     }
 
     /// The file descriptors among the components, in order.
     public var descriptors: [CInt] {
-        components.compactMap { if case .descriptor(let fd) = $0 { fd } else { nil } }
+        parts.compactMap { if case .descriptor(let fd) = $0 { fd } else { nil } }
     }
 }
 

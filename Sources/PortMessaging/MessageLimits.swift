@@ -13,7 +13,7 @@ extension Message {
     /// The bytes of its bytes components together (what the message-size limits count).
     var dataByteCount: Int {
         var size = 0
-        for case .data(let bytes) in components { size += bytes.count }
+        for case .data(let bytes) in parts { size += bytes.count }
         return size
     }
 
@@ -22,12 +22,12 @@ extension Message {
     /// - Throws: `.tooManyComponents`, `.tooManyDescriptors`, `.messageTooLarge`,
     ///   `.invalidDescriptor` (a descriptor component that is not open).
     func checkedSize(maxBytes: Int) throws(PortError) -> Int {
-        guard components.count <= Self.maxComponents else {
-            throw .tooManyComponents(count: components.count, limit: Self.maxComponents)
+        guard parts.count <= Self.maxComponents else {
+            throw .tooManyComponents(count: parts.count, limit: Self.maxComponents)
         }
         var size = 0
         var carried = replyPort == nil ? 0 : 1
-        for component in components {
+        for component in parts {
             switch component {
             case .data(let bytes): size += bytes.count
             case .port: carried += 1

@@ -228,13 +228,13 @@ public final class SendPort: Sendable {
         _ = try message.checkedSize(maxBytes: limit)
         var copy = message
         copy.sender = .thisProcess
-        guard message.components.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return copy }
-        for (index, component) in message.components.enumerated() {
+        guard message.parts.contains(where: { if case .descriptor = $0 { true } else { false } }) else { return copy }
+        for (index, component) in message.parts.enumerated() {
             guard case .descriptor(let fd) = component else { continue }
             do {
-                copy.components[index] = .descriptor(try FileDescriptor(rawValue: fd).duplicate().rawValue)
+                copy.parts[index] = .descriptor(try FileDescriptor(rawValue: fd).duplicate().rawValue)
             } catch {
-                for made in copy.components[..<index] {
+                for made in copy.parts[..<index] {
                     if case .descriptor(let fd) = made { try? FileDescriptor(rawValue: fd).close() }
                 }
                 throw error == .badFileDescriptor ? .invalidDescriptor(fd) : PortError("dup", error)

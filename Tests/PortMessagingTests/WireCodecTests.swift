@@ -388,3 +388,34 @@ func stackEncodersMatchEncode(shape: Int, kind: WireKind) throws {
     }
     #expect(throws: WireError.tooManyComponents(count: 2, limit: 1)) { try several.get() }
 }
+
+// MARK: The receivers' one-component path finds what the decoder finds
+
+/// Frames the one-component path must take (`payload`) or leave to the decoder (`nil`).
+private let singleBytesCases: [(frame: [UInt8], payload: [UInt8]?)] = [
+    (rawHeader(length: 0, components: 1) + rawBytes(Array("hello".utf8)), Array("hello".utf8)),
+    (rawHeader(length: 0, components: 1) + rawBytes([]), []),
+    // Two components, a port, a reply port, a descriptor: not one plain bytes component.
+    (rawHeader(length: 0, components: 2) + rawBytes([]) + rawBytes([]), nil),
+    (rawHeader(length: 0, components: 1, descriptors: 1) + rawPort(0), nil),
+    (rawHeader(length: 0, components: 1, descriptors: 1, reply: 0) + rawBytes([]), nil),
+    // The component's length says more, or less, than the frame holds.
+    (rawHeader(length: 0, components: 1) + rawBytes([1, 2]).dropLast(), nil),
+    (rawHeader(length: 0, components: 1) + rawBytes([1]) + [0], nil),
+]
+
+@Test(arguments: singleBytesCases.indices)
+func singleBytesPathAgreesWithTheDecoder(_ index: Int) throws {
+    var (frame, expected) = singleBytesCases[index]
+    // The header's length field is the frame's real length, so the header itself is valid.
+    frame.replaceSubrange(8..<12, with: le(UInt32(frame.count)))
+    try frame.withUnsafeBytes { bytes in
+        let header = try #require(try WireHeader.parse(bytes, limits: .default))
+        let payload = WireCodec.singleBytesPayload(bytes, header: header).map { [UInt8]($0) }
+        #expect(payload == expected)
+        if let payload {
+            let decoded = try WireCodec.decodeComponents(bytes, header: header, descriptorCount: 0) { $0 }
+            #expect(decoded == [.bytes(payload)])
+        }
+    }
+}

@@ -89,20 +89,8 @@ enum PortBenchmarks: BenchmarkFamily {
                     },
                     stop: child.stop)
             },
-            BenchmarkImpl("raw") {
-                let child = try RawChild(["raw-echo"])
-                var buffer = payload(size)
-                return .init(
-                    measure: {
-                        try medianMicroseconds(count) {
-                            try buffer.withUnsafeMutableBytes { bytes in
-                                try child.write(UnsafeRawBufferPointer(bytes))
-                                try child.read(into: bytes)
-                            }
-                        }
-                    },
-                    stop: child.stop)
-            },
+            rawRoundTrip("raw", count: count, size: size),
+            rawRoundTrip("raw-creds", count: count, size: size, passCredentials: true),
             BenchmarkImpl("foundation") {
                 let driver = try SocketPortDriver(mode: .roundtrip, probe: (count: 20, size: size))
                 return .init(
@@ -112,10 +100,32 @@ enum PortBenchmarks: BenchmarkFamily {
         ])
     }
 
+    /// The raw side of `port.process.roundtrip`: `size` bytes written to the `raw-echo` child
+    /// and read back, over a socket pair that passes credentials when `passCredentials`.
+    static func rawRoundTrip(_ name: String, count: Int, size: Int, passCredentials: Bool = false) -> BenchmarkImpl {
+        BenchmarkImpl(name) {
+            let child = try RawChild(["raw-echo"], passCredentials: passCredentials)
+            var buffer = payload(size)
+            return .init(
+                measure: {
+                    try medianMicroseconds(count) {
+                        try buffer.withUnsafeMutableBytes { bytes in
+                            try child.write(UnsafeRawBufferPointer(bytes))
+                            try child.read(into: bytes)
+                        }
+                    }
+                },
+                stop: child.stop)
+        }
+    }
+
     /// `port.process.oneway`: 64-byte one-way messages to a child process, per second,
     /// until the child has counted them all and said so.
     static func processOneWay(count: Int) -> BenchmarkCase {
-        stream("port.process.oneway", unit: "msgs/s", count: count, size: 64, probeCount: 1000) { seconds in Double(count) / seconds }
+        let rate = { (seconds: Double) in Double(count) / seconds }
+        return stream(
+            "port.process.oneway", unit: "msgs/s", count: count, size: 64, probeCount: 1000,
+            baselines: [rawStream("raw-creds", child: ["raw-sink"], count: count, size: 64, passCredentials: true, rate: rate)], rate: rate)
     }
 
     /// A one-way stream case: `count` messages of `size` bytes, then the child's count of
@@ -159,11 +169,12 @@ enum PortBenchmarks: BenchmarkFamily {
     /// The raw side of a stream case: one 8-byte count of the bytes that follow, `count`
     /// writes of the record, and the child's acknowledgement, to the child `child` names.
     static func rawStream(
-        _ name: String, child arguments: [String], count: Int, size: Int, rate: @escaping (Double) -> Double
+        _ name: String, child arguments: [String], count: Int, size: Int, passCredentials: Bool = false,
+        rate: @escaping (Double) -> Double
     ) -> BenchmarkImpl {
         BenchmarkImpl(name) {
             let bytes = payload(size)
-            let child = try RawChild(arguments)
+            let child = try RawChild(arguments, passCredentials: passCredentials)
             return .init(
                 measure: {
                     // The 8-byte header says how many bytes follow; one write per record.

@@ -43,14 +43,24 @@ final class RawChild: Sendable {
     private let socket: CInt
     private let child: BenchProcess
 
-    /// Spawns the bench's child `arguments[0]` with `arguments` after it.
-    init(_ arguments: [String]) throws {
+    /// Spawns the bench's child `arguments[0]` with `arguments` after it; with
+    /// `passCredentials`, both ends of the socket pair pass credentials (SO_PASSCRED), as
+    /// every PortKit socket does.
+    init(_ arguments: [String], passCredentials: Bool = false) throws {
         var pair: (CInt, CInt) = (-1, -1)
         let made = withUnsafeMutableBytes(of: &pair) {
             socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, $0.baseAddress!.assumingMemoryBound(to: CInt.self))
         }
         guard made == 0 else { throw BenchmarkError.lastSystemError("socketpair") }
         defer { close(pair.1) }
+        if passCredentials {
+            var on: CInt = 1
+            for end in [pair.0, pair.1] where setsockopt(end, SOL_SOCKET, SO_PASSCRED, &on, socklen_t(MemoryLayout<CInt>.size)) != 0 {
+                let error = BenchmarkError.lastSystemError("setsockopt SO_PASSCRED")
+                close(pair.0)
+                throw error
+            }
+        }
         do {
             child = try BenchProcess.spawn(arguments, descriptors: [pair.1])
         } catch {

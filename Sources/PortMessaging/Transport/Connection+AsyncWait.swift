@@ -122,8 +122,8 @@ extension Connection {
 
     /// Hands what was read on an unbound connection over: replies and refusals to their
     /// requests; nothing else receives here (messages are dropped, their descriptors closed).
-    func takeUnbound(_ delivery: Delivery) {
-        switch delivery {
+    func takeUnbound(_ delivery: consuming Delivery) {
+        switch consume delivery {
         case .reply(let sequence, let message): complete(sequence, with: .success(message))
         case .refused(let sequence, let error): complete(sequence, with: .failure(error))
         case .undelivered(let kind, let sequence): failUndelivered(kind, sequence)

@@ -29,17 +29,27 @@ extension Connection {
         var first: Delivery?
         var rest: [Delivery] = []
 
-        mutating func append(_ delivery: Delivery) {
-            if case .none = first, rest.isEmpty { first = delivery } else { rest.append(delivery) }
+        mutating func append(_ delivery: consuming Delivery) {
+            if case .none = first, rest.isEmpty { first = consume delivery } else { rest.append(consume delivery) }
         }
 
         /// Hands each delivery to `deliver`, in order, and empties the batch (keeping the
         /// array's capacity).
-        mutating func drain(_ deliver: (Delivery) -> Void) {
+        mutating func drain(_ deliver: (consuming Delivery) -> Void) {
             guard let head = first.take() else { return }
             deliver(head)
             guard !rest.isEmpty else { return }
-            for index in rest.indices { deliver(rest[index]) }
+            rest.withUnsafeMutableBufferPointer { items in
+                guard let base = items.baseAddress else { return }
+                for index in items.indices {
+                    // Moved out, a payload-free case left in its place: each delivery is
+                    // handed over without a copy of what it carries (a retain and a
+                    // release of each of its references).
+                    let delivery = (base + index).move()
+                    (base + index).initialize(to: .limits(0))
+                    deliver(delivery)
+                }
+            }
             rest.removeAll(keepingCapacity: true)
         }
     }
@@ -72,7 +82,7 @@ extension Connection {
     /// On `.closed`, the frames before the break were delivered. `stop` is asked after each
     /// read that filled the buffer: true ends the run there (what is left stays unread).
     func readAvailable(
-        maxChunks: Int, waitingFirst: Bool = false, until stop: () -> Bool = { false }, _ deliver: (Delivery) -> Void
+        maxChunks: Int, waitingFirst: Bool = false, until stop: () -> Bool = { false }, _ deliver: (consuming Delivery) -> Void
     ) -> ReadEnd {
         passCredentialsBeforeUse()
         var batch = Deliveries()
@@ -274,21 +284,24 @@ extension Connection {
             state.descriptors.removeFirst(count)
         }
         let limits = self.limits
-        let components: [MessageComponent]
+        var parts: MessageParts
         do throws(WireError) {
-            if descriptors.isEmpty {
-                // Bytes only (the usual frame): components made as they are read.
-                components = try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
+            if descriptors.isEmpty, let payload = WireCodec.singleBytesPayload(frame, header: header) {
+                // The usual frame: its one component made without an array of components.
+                parts = MessageParts(.data([UInt8](payload)))
+            } else if descriptors.isEmpty {
+                // Bytes only: components made as they are read.
+                parts = MessageParts(try WireCodec.decodeComponents(frame, header: header, descriptorCount: 0) {
                     WireMapping.component(from: $0, descriptors: [], limits: limits)
-                }
+                })
             } else {
                 // Descriptors are taken over only once the whole frame has proved valid.
                 let wire = try WireCodec.decodeComponents(frame, header: header, descriptorCount: descriptors.count) { $0 }
                 if header.kind == .adoptConnection {
                     if descriptors.count == 1 { return .adopt(FileDescriptor(rawValue: descriptors[0])) }
-                    components = []
+                    parts = MessageParts()
                 } else {
-                    components = wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) }
+                    parts = MessageParts(wire.map { WireMapping.component(from: $0, descriptors: descriptors, limits: limits) })
                 }
             }
         } catch {
@@ -301,11 +314,11 @@ extension Connection {
         }
         if header.kind == .refused {
             FileDescriptor.close(descriptors)
-            let reason = components.first.flatMap { if case .data(let bytes) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil } }
+            let reason = parts.first.flatMap { if case .data(let bytes) = $0 { String(decoding: bytes, as: UTF8.self) } else { nil } }
             throw .refusedByPeer(reason: reason ?? "refused")
         }
         if header.kind == .limits || header.kind == .noReply {
-            guard components.isEmpty, descriptors.isEmpty else {
+            guard parts.isEmpty, descriptors.isEmpty else {
                 FileDescriptor.close(descriptors)
                 throw .malformed("a \(header.kind) frame carries nothing but its header")
             }
@@ -313,14 +326,15 @@ extension Connection {
             return .refused(header.sequence, header.id == NoReplyReason.outOfDescriptors ? .receiverOutOfDescriptors : .noReply)
         }
         let replyPort = header.replyPort.map { WireMapping.sendPort(descriptors[$0], limits: limits) }
-        var message = Message(id: header.id, components: components, replyPort: replyPort)
-        if let firstPayload { message.components[0] = .data(firstPayload) }
-        message.sender = state.sender
-        if let peer = state.peer {
-            peer.noteHandedOut()
-            message.peer = peer
+        if let firstPayload { parts[0] = .data(firstPayload) }
+        state.peer?.noteHandedOut()
+        // Made in place in each case, so that the message is never copied.
+        if header.kind == .reply {
+            return .reply(header.sequence, Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
         }
-        return header.kind == .reply ? .reply(header.sequence, message) : .incoming(header.kind, header.sequence, message)
+        return .incoming(
+            header.kind, header.sequence,
+            Message(id: header.id, parts: parts, replyPort: replyPort, sender: state.sender, peer: state.peer))
     }
 
     /// Called by the loop when a bound connection is readable.
@@ -337,8 +351,8 @@ extension Connection {
     /// Hands a delivery to the bound port's `handler` (`nil` once the connection is no
     /// longer bound: then it is dropped, its descriptors closed); replies go to their
     /// waiter. The port itself is reached only for a check-in or an adopted connection.
-    func deliver(_ delivery: Delivery, handler: ReceivePort.Handler?) {
-        switch delivery {
+    func deliver(_ delivery: consuming Delivery, handler: ReceivePort.Handler?) {
+        switch consume delivery {
         case .reply(let sequence, let message): complete(sequence, with: .success(message))
         case .refused(let sequence, let error): complete(sequence, with: .failure(error))
         case .undelivered(.request, let sequence): writeNoReply(sequence: sequence, reason: NoReplyReason.outOfDescriptors)

@@ -80,12 +80,13 @@ extension Connection {
                 if try pollReadable(milliseconds: sliceMilliseconds) == 0 { return nil }  // the slice is over
             }
             let end = readAvailable(maxChunks: 64, waitingFirst: waitingReads) { delivery in
-                if case .reply(sequence, let message) = delivery, case .none = reply {
+                switch consume delivery {
+                case .reply(sequence, let message) where reply == nil:
                     reply = message
-                    return
+                case let other:
+                    if handler == nil { handler = .some(withLife { $0.handler }) }
+                    deliver(other, handler: handler ?? nil)
                 }
-                if handler == nil { handler = .some(withLife { $0.handler }) }
-                deliver(delivery, handler: handler ?? nil)
             }
             if let reply {
                 // Taken here, not through the table: this thread is the connection's reader.

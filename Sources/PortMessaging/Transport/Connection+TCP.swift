@@ -14,7 +14,7 @@ extension Connection {
     func checkCanTravel(_ message: Message) throws(PortError) {
         guard medium.crossesHosts else { return }
         if message.replyPort != nil { throw .cannotCrossHosts("a reply port") }
-        for component in message.components {
+        for component in message.parts {
             switch component {
             case .data: continue
             case .port: throw .cannotCrossHosts("a port")

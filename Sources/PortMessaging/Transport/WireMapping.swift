@@ -37,12 +37,12 @@ enum WireMapping {
         for message: Message, kind: WireKind, sequence: UInt64, limits: WireLimits,
         _ body: (FrameBytes, [CInt]) throws(PortError) -> R
     ) throws(PortError) -> R {
-        if message.replyPort == nil, message.components.count <= 1 {
+        if message.replyPort == nil, message.parts.count <= 1 {
             // The usual message: one bytes component or none.
-            if message.components.isEmpty {
+            if message.parts.isEmpty {
                 return try withSingleBytesFrame(id: message.id, kind: kind, sequence: sequence, payload: nil, limits: limits, body)
             }
-            if case .data(let bytes) = message.components[0] {
+            if case .data(let bytes) = message.parts[0] {
                 guard bytes.count <= limits.maxMessageBytes else {
                     throw .messageTooLarge(size: bytes.count, limit: limits.maxMessageBytes)
                 }
@@ -67,7 +67,7 @@ enum WireMapping {
                 }
             }
         }
-        if message.replyPort == nil, let payloads = bytesOnly(message.components) {
+        if message.replyPort == nil, let payloads = bytesOnly(message.parts) {
             _ = try message.checkedSize(maxBytes: limits.maxMessageBytes)
             let length = WireCodec.bytesOnlyFrameLength(payloads)
             if length <= stackFrameLimit {
@@ -136,8 +136,8 @@ enum WireMapping {
 
     /// The payloads of `components` when they are all bytes components, else `nil`.
     private static func bytesOnly(
-        _ components: [MessageComponent]
-    ) -> LazyMapCollection<[MessageComponent], [UInt8]>? {
+        _ components: MessageParts
+    ) -> LazyMapCollection<MessageParts, [UInt8]>? {
         for component in components {
             guard case .data = component else { return nil }
         }
@@ -155,9 +155,9 @@ enum WireMapping {
         _ = try message.checkedSize(maxBytes: limits.maxMessageBytes)
         var outgoing = Outgoing(bytes: [], descriptors: [], transient: [])
         var components: [WireComponent] = []
-        components.reserveCapacity(message.components.count)
+        components.reserveCapacity(message.parts.count)
         do throws(PortError) {
-            for component in message.components {
+            for component in message.parts {
                 switch component {
                 case .data(let bytes):
                     components.append(.bytes(bytes))

@@ -304,6 +304,23 @@ package enum WireCodec {
         }
     }
 
+    /// The payload of a frame that is exactly one bytes component, without descriptors or
+    /// a reply port (the usual message), held to the checks `decodeComponents` makes of
+    /// such a frame; `nil` for every other frame, a malformed one included, which
+    /// `decodeComponents` then decodes or reports. Lets a transport make the message's one
+    /// component without an array of components.
+    @inline(__always)
+    package static func singleBytesPayload(_ bytes: UnsafeRawBufferPointer, header: WireHeader) -> UnsafeRawBufferPointer? {
+        typealias L = WireLayout
+        let end = header.frameLength
+        let start = L.headerSize + L.componentHeaderSize
+        guard header.componentCount == 1, header.descriptorCount == 0, header.replyPort == nil,
+            bytes.count == end, end >= start, bytes[L.headerSize] == L.bytesTag,
+            Int(clamping: bytes.wireLoad(UInt32.self, at: L.headerSize + 1)) == end - start
+        else { return nil }
+        return UnsafeRawBufferPointer(rebasing: bytes[start..<end])
+    }
+
     /// Decodes exactly one frame from an array; see `decode(_:descriptorCount:limits:)`.
     package static func decode(
         _ bytes: [UInt8], descriptorCount: Int, limits: WireLimits = .default
