@@ -31,7 +31,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         } catch {
             return fail("the result does not encode: \(error)")
         }
-        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.outgoing)), on: reply)
+        send(AttachmentTable.message(id: reply.requestID, body, then: encoder.outgoing), on: reply)
     }
 
     /// Tells the caller the call returned.
@@ -53,7 +53,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
             var encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
                 return send(
-                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.outgoing)), on: reply)
+                    AttachmentTable.message(id: reply.requestID, body, then: encoder.outgoing), on: reply)
             }
         }
         var body: [UInt8] = [ReplyStatus.otherError.rawValue]

@@ -51,7 +51,7 @@ extension PortActorSystem {
         let envelope = CallEnvelope.encoded(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
             argumentCount: invocation.argumentCount, arguments: invocation.takeArguments())
-        return Message(id: kind.rawValue, components: AttachmentTable.components(envelope, then: attachments))
+        return AttachmentTable.message(id: kind.rawValue, envelope, then: attachments)
     }
 
     private func request(
@@ -87,7 +87,7 @@ extension PortActorSystem {
     /// The reply's status and its bytes (the status first); throws what the reply says was
     /// thrown.
     private func replyBody(_ reply: Message, from address: ActorAddress) throws -> (status: ReplyStatus, bytes: [UInt8]) {
-        guard case .data(let bytes)? = reply.components.first, let first = bytes.first, let status = ReplyStatus(rawValue: first) else {
+        guard case .data(let bytes)? = reply.firstComponent, let first = bytes.first, let status = ReplyStatus(rawValue: first) else {
             reply.closeDescriptors()
             throw PortActorError.decoding("a reply without a status from \(address)")
         }
@@ -98,7 +98,7 @@ extension PortActorSystem {
         case .codableError:
             let type = try reader.string()
             if let errorType = _typeByName(type) as? any (Error & Decodable).Type {
-                let decoder = BinaryDecoder(attachments: AttachmentTable.incoming(after: reply.components), system: self)
+                let decoder = BinaryDecoder(attachments: AttachmentTable.incoming(after: reply), system: self)
                 throw try Self.decodeError(errorType, bytes, reader.offset..<bytes.count, decoder)
             }
             reply.closeDescriptors()
@@ -123,7 +123,7 @@ extension PortActorSystem {
     }
 
     private func decoder(for reply: Message) -> BinaryDecoder {
-        BinaryDecoder(attachments: AttachmentTable.incoming(after: reply.components), system: self)
+        BinaryDecoder(attachments: AttachmentTable.incoming(after: reply), system: self)
     }
 }
 

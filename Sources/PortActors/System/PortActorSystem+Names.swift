@@ -127,7 +127,7 @@ extension PortActorSystem {
                 throw PortActorError(error)
             }
             var reader = BinaryReader(reply.bytes)
-            guard reply.components.count == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
+            guard reply.componentCount == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
             guard status == ReplyStatus.value.rawValue else { throw PortActorError.notAnActor(name: name) }
             let id = try reader.fixed(UInt64.self)
             let pid = Int32(bitPattern: try reader.fixed(UInt32.self))
