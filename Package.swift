@@ -42,7 +42,7 @@ let package = Package(
         .target(
             name: "PortCluster", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks", "COpenSSL"], swiftSettings: strict),
         // Layer 8 (opt-in): distributed actors over ports, found by name.
-        .target(name: "PortActors", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks"], swiftSettings: strict),
+        .target(name: "PortActors", dependencies: ["NamedPortServer", "PortKitSystem", "PortKitLocks", "CPortKitSystem"], swiftSettings: strict),
         // OpenSSL, for the cluster layer's TLS only (PortMessaging never links it).
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
 

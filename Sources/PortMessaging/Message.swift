@@ -57,6 +57,12 @@ public struct Message: Sendable {
         self.init(id: id, bytes: Array(text.utf8), replyPort: replyPort)
     }
 
+    /// How many components it has, read without making `components`.
+    package var componentCount: Int { parts.count }
+
+    /// Its first component, if any, read without making `components`.
+    package var firstComponent: MessageComponent? { parts.first }
+
     /// The first bytes component, or empty.
     public var bytes: [UInt8] {
         for component in parts { if case .data(let bytes) = component { return bytes } }

@@ -93,6 +93,20 @@ struct ActorCallTests {
         #expect(!__isRemoteActor(found))
     }
 
+    /// A system does not keep an actor alive that no name keeps (`Unretained`), and finds it
+    /// while it lives; once it is gone its id resolves to no local actor.
+    @Test func anActorWithoutANameIsNotKeptAliveByItsSystem() throws {
+        let system = try PortActorSystem()
+        defer { system.shutDown() }
+        var recorder: PortActorsTestActors.Recorder? = Recorder(actorSystem: system)
+        let id = try #require(recorder?.id)
+        #expect(try system.resolve(id: id, as: Recorder.self) === recorder)
+        weak let released = recorder
+        recorder = nil
+        #expect(released == nil)
+        #expect(try system.resolve(id: id, as: Recorder.self) == nil)
+    }
+
     @Test func twoSystemsOfOneProcessCallEachOtherThroughTheirPorts() async throws {
         let names = try TestNames()
         let owner = try names.system()

@@ -57,6 +57,58 @@ struct BinaryCodingTests {
         #expect(try roundTrip(Int?.none) == nil)
     }
 
+    /// Every primitive type is found as one (`primitiveType(_:)`, a list kept beside the
+    /// conformances), and is written as a primitive: no container tag.
+    @Test func everyPrimitiveIsFoundAsOne() throws {
+        #expect(primitiveType(Int.self) is Int.Type)
+        #expect(primitiveType([UInt8].self) is [UInt8].Type)
+        let found: [Bool] = [
+            isPrimitive(Int8.self), isPrimitive(Int16.self), isPrimitive(Int32.self), isPrimitive(Int64.self),
+            isPrimitive(UInt.self), isPrimitive(UInt8.self), isPrimitive(UInt16.self), isPrimitive(UInt32.self),
+            isPrimitive(UInt64.self), isPrimitive(Bool.self), isPrimitive(String.self), isPrimitive(Double.self),
+            isPrimitive(Float.self),
+        ]
+        #expect(found.allSatisfy { $0 })
+        #expect(primitiveType(Int?.self) == nil)
+        #expect(primitiveType([Int].self) == nil)
+        #expect(primitiveType(Nested.self) == nil)
+    }
+
+    private func isPrimitive<T: BinaryPrimitive>(_ type: T.Type) -> Bool {
+        primitiveType(type) != nil
+    }
+
+    /// A short keyed container (read through on each lookup) and a long one (a table and
+    /// a cursor) answer the same: keys in any order, unknown ones skipped, `allKeys`,
+    /// `contains`, a missing key an error.
+    @Test(arguments: [3, 12])
+    func keyedContainersFindTheirKeysInAnyOrder(count: Int) throws {
+        struct AnyKey: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        struct Reversed: Decodable {
+            var values: [Int] = []
+            var keys: [String] = []
+            var hasMissing = true
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: AnyKey.self)
+                keys = container.allKeys.map(\.stringValue)
+                for key in container.allKeys.reversed() { values.append(try container.decode(Int.self, forKey: key)) }
+                hasMissing = container.contains(AnyKey(stringValue: "missing"))
+                #expect(throws: DecodingError.self) { try container.decode(Int.self, forKey: AnyKey(stringValue: "missing")) }
+            }
+        }
+        var table: [String: Int] = [:]
+        for index in 0..<count { table["k\(index)"] = index }
+        let decoded = try BinaryDecoder().decode(Reversed.self, from: BinaryEncoder().encode(table))
+        #expect(Set(decoded.keys) == Set(table.keys))
+        #expect(decoded.values == decoded.keys.reversed().map { table[$0]! })
+        #expect(!decoded.hasMissing)
+    }
+
     @Test func theLayoutDecodesAsWritten() throws {
         struct Small: Codable, Equatable { var a: Int; var b: String }
         let bytes: [UInt8] = [9, 2, 1, 98, 7, 2, 104, 105, 1, 97, 3, 0xd8, 0x04]  // keys in another order

@@ -1,6 +1,7 @@
 // The few Linux headers and GNU functions the Swift Glibc module does not expose.
 // Only the System and Poller layers (and tests) use this module, and portnamed, which
-// takes its signals through a signalfd and trims its heap (malloc_trim).
+// takes its signals through a signalfd and trims its heap (malloc_trim); and PortActors,
+// for the Swift runtime's reference counts (portkit_runtime.h).
 #ifndef CPORTKIT_SYSTEM_H
 #define CPORTKIT_SYSTEM_H
 
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <stdbool.h>
 #include "portkit_process.h"
+#include "portkit_runtime.h"
 
 /// The kernel thread id of the calling thread.
 int portkit_gettid(void);

@@ -30,6 +30,18 @@ final class AttachmentTable {
         return components
     }
 
+    /// A message of `first` (an envelope or a reply) and the ports and descriptors set
+    /// aside: one of a single component, without an array, when there are none.
+    static func message(id: UInt32, _ first: [UInt8], then attachments: [MessageComponent]) -> Message {
+        attachments.isEmpty ? Message(id: id, bytes: first) : Message(id: id, components: components(first, then: attachments))
+    }
+
+    /// The table of `message`'s components after its first, `nil` if there are none: most
+    /// messages carry no port or descriptor, and need no table.
+    static func incoming(after message: Message) -> AttachmentTable? {
+        message.componentCount > 1 ? AttachmentTable(incoming: Array(message.components.dropFirst())) : nil
+    }
+
     /// Sets `component` aside; its index.
     func append(_ component: MessageComponent) -> Int {
         outgoing.append(component)

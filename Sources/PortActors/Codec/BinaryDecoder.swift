@@ -5,12 +5,12 @@ import PortMessaging
 /// the received bytes, finding the ports and descriptors they name among the message's
 /// components.
 struct BinaryDecoder {
-    /// The received message's ports and descriptors.
-    let attachments: AttachmentTable
+    /// The received message's ports and descriptors; `nil` for a message that has none.
+    let attachments: AttachmentTable?
     /// The system actor references are resolved with (found in `userInfo`).
     let system: PortActorSystem?
 
-    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
+    init(attachments: AttachmentTable? = nil, system: PortActorSystem? = nil) {
         self.attachments = attachments
         self.system = system
     }
@@ -29,9 +29,9 @@ struct BinaryDecoder {
         var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
         try reader.skipValue()
         guard reader.isAtEnd else { throw PortActorError.decoding("\(range.upperBound - reader.offset) bytes after the value") }
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             var reader = BinaryReader(bytes, offset: range.lowerBound, end: range.upperBound)
-            return try primitive.init(from: &reader) as! T
+            return try readPrimitive(primitive, as: T.self, from: &reader)
         }
         let source = DecodingSource(bytes: bytes, end: range.upperBound, attachments: attachments, system: system)
         return try T(from: StreamDecoder(source: source, offset: range.lowerBound, depth: 0, codingPath: []))
@@ -42,13 +42,13 @@ struct BinaryDecoder {
 final class DecodingSource {
     let bytes: [UInt8]
     let end: Int
-    let attachments: AttachmentTable
+    let attachments: AttachmentTable?
     let system: PortActorSystem?
-    /// What the decoded values' `init(from:)` find: the attachment table and the actor
-    /// system, made only if a value asks.
-    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
+    /// What the decoded values' `init(from:)` find: the attachment table (an empty one for
+    /// a message with none) and the actor system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = (attachments ?? AttachmentTable()).userInfo(system: system)
 
-    init(bytes: [UInt8], end: Int, attachments: AttachmentTable, system: PortActorSystem?) {
+    init(bytes: [UInt8], end: Int, attachments: AttachmentTable?, system: PortActorSystem?) {
         self.bytes = bytes
         self.end = end
         self.attachments = attachments
@@ -60,15 +60,30 @@ final class DecodingSource {
         BinaryReader(bytes, offset: offset, end: end)
     }
 
+    /// The primitive at `offset`.
+    ///
+    /// Here rather than in the keyed container, whose code is generic over its key type and
+    /// so runs unspecialized: this is specialized for each primitive type where it is called.
+    func primitive<T: BinaryPrimitive>(_: T.Type, at offset: Int) throws(PortActorError) -> T {
+        var reader = reader(at: offset)
+        return try T(from: &reader)
+    }
+
     /// Decodes the value at `offset` as a `T` (a primitive directly, anything else through
     /// its `init(from:)`).
     func decode<T: Decodable>(_ type: T.Type, at offset: Int, depth: Int, codingPath: [any CodingKey]) throws -> T {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             var reader = reader(at: offset)
-            return try primitive.init(from: &reader) as! T
+            return try readPrimitive(primitive, as: T.self, from: &reader)
         }
         return try T(from: StreamDecoder(source: self, offset: offset, depth: depth, codingPath: codingPath))
     }
+}
+
+/// Reads a `P`, the primitive type that `T` is (`primitiveType(_:)`), as a `T`: the same
+/// type, so no cast is needed.
+func readPrimitive<P: BinaryPrimitive, T>(_: P.Type, as _: T.Type, from reader: inout BinaryReader) throws(PortActorError) -> T {
+    unsafeBitCast(try P(from: &reader), to: T.self)
 }
 
 private func mismatch(_ expected: String, _ tag: BinaryTag, _ codingPath: [any CodingKey]) -> DecodingError {
@@ -108,18 +123,9 @@ struct StreamDecoder: Decoder {
     }
 
     func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
-        var (reader, count) = try container(.keyed, "a keyed container")
-        var entries: [KeyedEntry] = []
-        entries.reserveCapacity(count)
-        for _ in 0..<count {
-            let keyCount = try reader.count()
-            let keyStart = try reader.advance(keyCount)
-            entries.append(KeyedEntry(keyStart: keyStart, keyCount: keyCount, value: reader.offset))
-            try reader.skipValue(depth: depth + 1)
-        }
-        return KeyedDecodingContainer(
-            KeyedStreamDecoder<Key>(
-                source: source, entries: entries, cursor: count > 8 ? KeyCursor() : nil, depth: depth + 1, codingPath: codingPath))
+        let (reader, count) = try container(.keyed, "a keyed container")
+        let entries = try source.keyedEntries(from: reader.offset, count: count, depth: depth + 1)
+        return KeyedDecodingContainer(KeyedStreamDecoder<Key>(source: source, entries: entries, depth: depth + 1, codingPath: codingPath))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -132,55 +138,21 @@ struct StreamDecoder: Decoder {
     }
 }
 
-/// An entry of a keyed container: where its key's UTF-8 is, where its value starts.
-struct KeyedEntry {
-    var keyStart: Int
-    var keyCount: Int
-    var value: Int
-}
-
-/// Which entry of a long keyed container to look at first: the one after the last found,
-/// since keys are mostly read in the order written (a dictionary's always).
-final class KeyCursor {
-    var next = 0
-}
-
 struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let source: DecodingSource
-    let entries: [KeyedEntry]
-    /// For a container of more than a few entries, so that reading them in order is not
-    /// quadratic.
-    let cursor: KeyCursor?
+    let entries: KeyedEntries
     let depth: Int
     let codingPath: [any CodingKey]
 
     var allKeys: [Key] {
-        entries.compactMap { entry in
-            Key(stringValue: String(decoding: source.bytes[entry.keyStart..<entry.keyStart + entry.keyCount], as: UTF8.self))
-        }
+        source.keys(of: entries).compactMap { Key(stringValue: $0) }
     }
 
     func contains(_ key: Key) -> Bool { find(key.stringValue) != nil }
 
-    /// Where the value under `key` starts: looked for from the cursor on (from the first
-    /// entry for a short container, whose few keys are found faster so than in a table).
+    /// Where the value under `key` starts.
     private func find(_ key: String) -> Int? {
-        var name = key
-        return name.withUTF8 { utf8 in
-            source.bytes.withUnsafeBufferPointer { bytes in
-                let first = cursor?.next ?? 0
-                for step in 0..<entries.count {
-                    let index = (first + step) % entries.count
-                    let entry = entries[index]
-                    guard entry.keyCount == utf8.count,
-                        utf8.isEmpty || memcmp(utf8.baseAddress!, bytes.baseAddress! + entry.keyStart, utf8.count) == 0
-                    else { continue }
-                    cursor?.next = index + 1
-                    return entry.value
-                }
-                return nil
-            }
-        }
+        source.find(key, in: entries)
     }
 
     private func value(_ key: Key) throws -> Int {
@@ -190,30 +162,25 @@ struct KeyedStreamDecoder<Key: CodingKey>: KeyedDecodingContainerProtocol {
         return offset
     }
 
-    private func primitive<T: BinaryPrimitive>(_ key: Key) throws -> T {
-        var reader = source.reader(at: try value(key))
-        return try T(from: &reader)
-    }
-
     private func decoder(_ key: Key) throws -> StreamDecoder {
         StreamDecoder(source: source, offset: try value(key), depth: depth, codingPath: codingPath + [key])
     }
 
     func decodeNil(forKey key: Key) throws -> Bool { source.bytes[try value(key)] == BinaryTag.null.rawValue }
-    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try primitive(key) }
-    func decode(_ type: String.Type, forKey key: Key) throws -> String { try primitive(key) }
-    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try primitive(key) }
-    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try primitive(key) }
-    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try primitive(key) }
-    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try primitive(key) }
-    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try primitive(key) }
-    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try primitive(key) }
-    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try primitive(key) }
-    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try primitive(key) }
-    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try primitive(key) }
-    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try primitive(key) }
-    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try primitive(key) }
-    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try primitive(key) }
+    func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try source.primitive(type, at: value(key)) }
+    func decode(_ type: String.Type, forKey key: Key) throws -> String { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Float.Type, forKey key: Key) throws -> Float { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try source.primitive(type, at: value(key)) }
+    func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try source.primitive(type, at: value(key)) }
     func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
         try source.decode(type, at: try value(key), depth: depth, codingPath: codingPath + [key])
     }

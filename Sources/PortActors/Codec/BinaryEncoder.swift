@@ -4,38 +4,46 @@ import PortMessaging
 /// one growing byte buffer, setting the ports and descriptors they carry aside as message
 /// components.
 struct BinaryEncoder {
-    /// Where ports and descriptors met while encoding go; a value names one by its index.
-    let attachments: AttachmentTable
+    /// Where ports and descriptors met while encoding go (a value names one by its index):
+    /// made when a value first asks for it, so that the many values that carry none
+    /// allocate no table.
+    private(set) var attachments: AttachmentTable?
     /// The system whose actors' references are encoded (found in `userInfo`).
     let system: PortActorSystem?
 
-    init(attachments: AttachmentTable = AttachmentTable(), system: PortActorSystem? = nil) {
-        self.attachments = attachments
+    init(system: PortActorSystem? = nil) {
         self.system = system
     }
 
+    /// The ports and descriptors set aside, in the order met.
+    var outgoing: [MessageComponent] { attachments?.outgoing ?? [] }
+
     /// The bytes of `value`.
     func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        var encoder = self
         var out: [UInt8] = []
-        try encode(value, into: &out)
+        try encoder.encode(value, into: &out)
         return out
     }
 
     /// Appends the bytes of `value` to `out`.
-    func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+    mutating func encode<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
+        if let primitive = primitiveType(T.self) {
             return writePrimitive(value, as: primitive, to: &out)
         }
         let stream = EncodingStream(attachments: attachments, system: system)
         swap(&out, &stream.bytes)
-        defer { swap(&out, &stream.bytes) }
+        defer {
+            swap(&out, &stream.bytes)
+            attachments = stream.attachments
+        }
         try stream.encodeComposite(value, level: 0, codingPath: [])
         try stream.finish()
     }
 
     /// Appends the bytes of `value` to `out` after a varint of their length (a one-byte
     /// placeholder fixed once the length is known).
-    func encodeLengthPrefixed<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
+    mutating func encodeLengthPrefixed<T: Encodable>(_ value: T, into out: inout [UInt8]) throws {
         let lengthOffset = out.count
         out.append(0)
         try encode(value, into: &out)
@@ -58,27 +66,25 @@ final class EncodingStream {
     /// The bytes written: read and written only by the encoding that owns the stream,
     /// on one thread, so the dynamic exclusivity check of every append is not needed.
     @exclusivity(unchecked) var bytes: [UInt8] = []
-    let attachments: AttachmentTable
+    /// The encoding's attachment table, if one was given or a value has asked for it.
+    private(set) var attachments: AttachmentTable?
     let system: PortActorSystem?
-    /// What the encoded values' `encode(to:)` find: the attachment table and the actor
-    /// system, made only if a value asks.
-    lazy var userInfo: [CodingUserInfoKey: Any] = attachments.userInfo(system: system)
-
-    /// An open container: where its one-byte count placeholder is, how many entries so far.
-    private struct OpenContainer {
-        var id: Int
-        var countOffset: Int
-        var count: UInt64
-    }
+    /// What the encoded values' `encode(to:)` find: the attachment table (made now if
+    /// none was given) and the actor system, made only if a value asks.
+    lazy var userInfo: [CodingUserInfoKey: Any] = {
+        let table = attachments ?? AttachmentTable()
+        attachments = table
+        return table.userInfo(system: system)
+    }()
 
     /// The open containers, outermost first: a container at level L is `open[L]`. Used
     /// as `bytes` is, so not checked for exclusive access either.
-    @exclusivity(unchecked) private var open: [OpenContainer] = []
+    @exclusivity(unchecked) private var open = OpenContainers()
     private var lastID = 0
     /// The first misuse met, reported when the encoding ends.
     private var misuse: String?
 
-    init(attachments: AttachmentTable, system: PortActorSystem?) {
+    init(attachments: AttachmentTable?, system: PortActorSystem?) {
         self.attachments = attachments
         self.system = system
     }
@@ -86,7 +92,7 @@ final class EncodingStream {
     /// Encodes `value` into a slot at `level`: a primitive at once, anything else through
     /// its `encode(to:)`; nil if that wrote nothing.
     func encode<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
-        if let primitive = T.self as? any BinaryPrimitive.Type {
+        if let primitive = primitiveType(T.self) {
             return writePrimitive(value, as: primitive, to: &bytes)
         }
         try encodeComposite(value, level: level, codingPath: codingPath)
@@ -142,6 +148,22 @@ final class EncodingStream {
         }
         open[level].count += 1
         return true
+    }
+
+    /// Readies the keyed container `id` at `level` for one more entry and writes its key;
+    /// false if the container has closed.
+    func beginEntry(level: Int, id: Int, key: String) -> Bool {
+        guard beginEntry(level: level, id: id) else { return false }
+        bytes.appendString(key)
+        return true
+    }
+
+    /// Writes the primitive `value`.
+    ///
+    /// Here rather than in the containers, whose code is generic (over a key type) and so
+    /// runs unspecialized: this is specialized for each primitive type where it is called.
+    func write<P: BinaryPrimitive>(_ value: P) {
+        value.write(to: &bytes)
     }
 
     /// Closes the containers at `level` and deeper, fixing their counts.
@@ -226,30 +248,24 @@ struct KeyedStreamEncoder<Key: CodingKey>: KeyedEncodingContainerProtocol {
     }
 
     private func entry(named key: String) -> Bool {
-        guard stream.beginEntry(level: level, id: id) else { return false }
-        stream.bytes.appendString(key)
-        return true
-    }
-
-    private func primitive(_ value: some BinaryPrimitive, _ key: Key) {
-        if entry(key) { value.write(to: &stream.bytes) }
+        stream.beginEntry(level: level, id: id, key: key)
     }
 
     mutating func encodeNil(forKey key: Key) throws { if entry(key) { stream.bytes.append(BinaryTag.null.rawValue) } }
-    mutating func encode(_ value: Bool, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: String, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Double, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Float, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int8, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int16, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int32, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: Int64, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt8, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt16, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt32, forKey key: Key) throws { primitive(value, key) }
-    mutating func encode(_ value: UInt64, forKey key: Key) throws { primitive(value, key) }
+    mutating func encode(_ value: Bool, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: String, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Double, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Float, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int8, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int16, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int32, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: Int64, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt8, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt16, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt32, forKey key: Key) throws { if entry(key) { stream.write(value) } }
+    mutating func encode(_ value: UInt64, forKey key: Key) throws { if entry(key) { stream.write(value) } }
     mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
         if entry(key) { try stream.encode(value, level: level + 1, codingPath: codingPath + [key]) }
     }
@@ -359,39 +375,4 @@ struct SingleStreamEncoder: SingleValueEncodingContainer, PrimitiveEncodingConta
     mutating func encode<T: Encodable>(_ value: T) throws {
         if slot.claim() { try slot.stream.encode(value, level: slot.level, codingPath: slot.codingPath) }
     }
-}
-
-/// An unkeyed or single-value container that writes every primitive the same way
-/// (`primitive(_:)`): the overloads `Encodable` asks of both, written once.
-protocol PrimitiveEncodingContainer {
-    /// Writes `value` as the container's next element.
-    mutating func primitive(_ value: some BinaryPrimitive)
-}
-
-extension PrimitiveEncodingContainer {
-    mutating func encode(_ value: Bool) throws { primitive(value) }
-    mutating func encode(_ value: String) throws { primitive(value) }
-    mutating func encode(_ value: Double) throws { primitive(value) }
-    mutating func encode(_ value: Float) throws { primitive(value) }
-    mutating func encode(_ value: Int) throws { primitive(value) }
-    mutating func encode(_ value: Int8) throws { primitive(value) }
-    mutating func encode(_ value: Int16) throws { primitive(value) }
-    mutating func encode(_ value: Int32) throws { primitive(value) }
-    mutating func encode(_ value: Int64) throws { primitive(value) }
-    mutating func encode(_ value: UInt) throws { primitive(value) }
-    mutating func encode(_ value: UInt8) throws { primitive(value) }
-    mutating func encode(_ value: UInt16) throws { primitive(value) }
-    mutating func encode(_ value: UInt32) throws { primitive(value) }
-    mutating func encode(_ value: UInt64) throws { primitive(value) }
-}
-
-/// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
-///
-/// The encoders ask whether a value's static type is a primitive (a metatype check),
-/// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
-/// boxes the value and costs about twice as much). The two differ only for an
-/// `Optional` holding a primitive, which the cast unwraps: it is then encoded through
-/// `Optional.encode(to:)`, whose single-value container writes the same bytes.
-func writePrimitive<T, P: BinaryPrimitive>(_ value: T, as _: P.Type, to out: inout [UInt8]) {
-    unsafeBitCast(value, to: P.self).write(to: &out)
 }

@@ -7,6 +7,34 @@ protocol BinaryPrimitive {
     init(from reader: inout BinaryReader) throws(PortActorError)
 }
 
+/// `T` as a primitive type, if it is one of them.
+///
+/// Found by comparing `T`'s metadata with each primitive's, a few instructions each,
+/// rather than by a cast (`T.self as? any BinaryPrimitive.Type`), which asks the runtime
+/// whether `T` conforms: a lookup in its conformance cache, several hundred instructions,
+/// made for every value and argument encoded or decoded. The list is every type that
+/// conforms to `BinaryPrimitive`, the commonest first.
+func primitiveType<T>(_: T.Type) -> (any BinaryPrimitive.Type)? {
+    switch ObjectIdentifier(T.self) {
+    case ObjectIdentifier(Int.self): Int.self
+    case ObjectIdentifier(String.self): String.self
+    case ObjectIdentifier(Bool.self): Bool.self
+    case ObjectIdentifier(Double.self): Double.self
+    case ObjectIdentifier([UInt8].self): [UInt8].self
+    case ObjectIdentifier(UInt64.self): UInt64.self
+    case ObjectIdentifier(Int64.self): Int64.self
+    case ObjectIdentifier(UInt32.self): UInt32.self
+    case ObjectIdentifier(Int32.self): Int32.self
+    case ObjectIdentifier(Float.self): Float.self
+    case ObjectIdentifier(UInt.self): UInt.self
+    case ObjectIdentifier(UInt8.self): UInt8.self
+    case ObjectIdentifier(Int8.self): Int8.self
+    case ObjectIdentifier(UInt16.self): UInt16.self
+    case ObjectIdentifier(Int16.self): Int16.self
+    default: nil
+    }
+}
+
 private func mismatch(_ expected: String, _ tag: BinaryTag) -> PortActorError {
     .decoding("expected \(expected), found \(tag.kind)")
 }
@@ -139,4 +167,39 @@ extension Array: BinaryPrimitive where Element == UInt8 {
         case let tag: throw mismatch("bytes", tag)
         }
     }
+}
+
+/// An unkeyed or single-value container that writes every primitive the same way
+/// (`primitive(_:)`): the overloads `Encodable` asks of both, written once.
+protocol PrimitiveEncodingContainer {
+    /// Writes `value` as the container's next element.
+    mutating func primitive(_ value: some BinaryPrimitive)
+}
+
+extension PrimitiveEncodingContainer {
+    mutating func encode(_ value: Bool) throws { primitive(value) }
+    mutating func encode(_ value: String) throws { primitive(value) }
+    mutating func encode(_ value: Double) throws { primitive(value) }
+    mutating func encode(_ value: Float) throws { primitive(value) }
+    mutating func encode(_ value: Int) throws { primitive(value) }
+    mutating func encode(_ value: Int8) throws { primitive(value) }
+    mutating func encode(_ value: Int16) throws { primitive(value) }
+    mutating func encode(_ value: Int32) throws { primitive(value) }
+    mutating func encode(_ value: Int64) throws { primitive(value) }
+    mutating func encode(_ value: UInt) throws { primitive(value) }
+    mutating func encode(_ value: UInt8) throws { primitive(value) }
+    mutating func encode(_ value: UInt16) throws { primitive(value) }
+    mutating func encode(_ value: UInt32) throws { primitive(value) }
+    mutating func encode(_ value: UInt64) throws { primitive(value) }
+}
+
+/// Writes `value`, whose type `T` is the primitive type `P`, as that primitive.
+///
+/// The encoders ask whether a value's static type is a primitive (`primitiveType(_:)`),
+/// not whether the value is one (`value as? any BinaryPrimitive`, a dynamic cast that
+/// boxes the value and costs about twice as much). The two differ only for an
+/// `Optional` holding a primitive, which the cast unwraps: it is then encoded through
+/// `Optional.encode(to:)`, whose single-value container writes the same bytes.
+func writePrimitive<T, P: BinaryPrimitive>(_ value: T, as _: P.Type, to out: inout [UInt8]) {
+    unsafeBitCast(value, to: P.self).write(to: &out)
 }

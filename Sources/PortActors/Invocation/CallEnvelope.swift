@@ -22,7 +22,7 @@ enum ActorMessageKind: UInt32 {
 /// next components, named by their index among them.
 ///
 /// Received, the arguments stay where they are in the envelope's bytes: each is decoded
-/// from its range there.
+/// from its range there, found in turn (`argument(at:)`), as the target takes them.
 struct CallEnvelope {
     static let version: UInt8 = 1
 
@@ -34,16 +34,23 @@ struct CallEnvelope {
     var substitutions: [String]
     /// The envelope's bytes, which hold the arguments.
     let bytes: [UInt8]
-    /// Where each argument's value is in `bytes`.
-    var arguments: [Range<Int>]
+    /// How many arguments there are.
+    var argumentCount: Int
+    /// Where the first argument's length is in `bytes` (checked, with every other's, when
+    /// the envelope was read).
+    var firstArgument: Int
 
     /// The envelope of a call whose arguments `PortInvocationEncoder` wrote (`count` of
     /// them, each length-prefixed, in `arguments`).
+    ///
+    /// Made in `arguments`' own buffer, not copied into a new one: the fields before the
+    /// arguments are appended after them (in the room the encoder reserved), then moved in
+    /// front of them through a small temporary on the stack.
     static func encoded(
-        callID: UInt64, actorID: UInt64, target: String, substitutions: [String], argumentCount: Int, arguments: [UInt8]
+        callID: UInt64, actorID: UInt64, target: String, substitutions: [String], argumentCount: Int, arguments: consuming [UInt8]
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(24 + target.utf8.count + arguments.count + substitutions.count * 32)
+        var out = arguments
+        let argumentsEnd = out.count
         out.append(version)
         out.appendFixed(callID)
         out.appendVarint(actorID)
@@ -51,7 +58,15 @@ struct CallEnvelope {
         out.appendVarint(UInt64(substitutions.count))
         for substitution in substitutions { out.appendString(substitution) }
         out.appendVarint(UInt64(argumentCount))
-        out.append(contentsOf: arguments)
+        let headerCount = out.count - argumentsEnd
+        out.withUnsafeMutableBytes { bytes in
+            withUnsafeTemporaryAllocation(byteCount: headerCount, alignment: 1) { header in
+                header.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[argumentsEnd...]))
+                // A memmove: the arguments' old and new places overlap.
+                (bytes.baseAddress! + headerCount).copyMemory(from: bytes.baseAddress!, byteCount: argumentsEnd)
+                bytes.copyMemory(from: UnsafeRawBufferPointer(header))
+            }
+        }
         return out
     }
 
@@ -66,15 +81,19 @@ struct CallEnvelope {
         targetRange = targetStart..<targetStart + targetLength
         substitutions = []
         for _ in 0..<(try reader.count()) { substitutions.append(try reader.string()) }
-        let count = try reader.count()
-        arguments = []
-        arguments.reserveCapacity(count)
-        for _ in 0..<count {
-            let length = try reader.count()
-            let start = try reader.advance(length)
-            arguments.append(start..<start + length)
-        }
+        argumentCount = try reader.count()
+        firstArgument = reader.offset
+        for _ in 0..<argumentCount { _ = try reader.advance(try reader.count()) }
         guard reader.isAtEnd else { throw .decoding("bytes after the call envelope") }
+    }
+
+    /// The range in `bytes` of the argument whose length is at `offset` (the first's at
+    /// `firstArgument`), and where the next one's length is.
+    func argument(at offset: Int) throws(PortActorError) -> (value: Range<Int>, next: Int) {
+        var reader = BinaryReader(bytes, offset: offset)
+        let length = try reader.count()
+        let start = try reader.advance(length)
+        return (start..<start + length, reader.offset)
     }
 
     /// The target's identifier.

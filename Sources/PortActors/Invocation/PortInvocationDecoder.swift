@@ -9,10 +9,13 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
 
     let envelope: CallEnvelope
     let decoder: BinaryDecoder
+    /// Which argument is next, and where its length is in the envelope.
     private var next = 0
+    private var nextOffset: Int
 
-    init(envelope: CallEnvelope, attachments: AttachmentTable, system: PortActorSystem) {
+    init(envelope: CallEnvelope, attachments: AttachmentTable?, system: PortActorSystem) {
         self.envelope = envelope
+        nextOffset = envelope.firstArgument
         decoder = BinaryDecoder(attachments: attachments, system: system)
     }
 
@@ -26,10 +29,12 @@ public struct PortInvocationDecoder: DistributedTargetInvocationDecoder {
 
     /// Decodes the next argument.
     public mutating func decodeNextArgument<Argument: Codable>() throws -> Argument {
-        guard next < envelope.arguments.count else { throw PortActorError.invocationFailed("fewer arguments than the target takes") }
+        guard next < envelope.argumentCount else { throw PortActorError.invocationFailed("fewer arguments than the target takes") }
         defer { next += 1 }
         do {
-            return try decoder.decode(Argument.self, from: envelope.bytes, in: envelope.arguments[next])
+            let (range, following) = try envelope.argument(at: nextOffset)
+            nextOffset = following
+            return try decoder.decode(Argument.self, from: envelope.bytes, in: range)
         } catch let error as PortActorError {
             throw error
         } catch {

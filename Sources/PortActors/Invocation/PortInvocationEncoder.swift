@@ -12,14 +12,21 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
     /// The arguments, each a varint length and its value, one after another.
     var arguments: [UInt8] = []
     var argumentCount = 0
-    let encoder: BinaryEncoder
+    var encoder: BinaryEncoder
 
     init(system: PortActorSystem) {
         encoder = BinaryEncoder(system: system)
     }
 
+    /// The arguments written, moved out (the envelope is made in their buffer).
+    mutating func takeArguments() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &arguments)
+        return taken
+    }
+
     /// The ports and descriptors the arguments carry, in order.
-    var attachments: [MessageComponent] { encoder.attachments.outgoing }
+    var attachments: [MessageComponent] { encoder.outgoing }
 
     /// Records a generic substitution by its mangled name.
     public mutating func recordGenericSubstitution<T>(_ type: T.Type) throws {
@@ -29,8 +36,9 @@ public struct PortInvocationEncoder: DistributedTargetInvocationEncoder {
 
     /// Encodes an argument.
     public mutating func recordArgument<Value: Codable>(_ argument: RemoteCallArgument<Value>) throws {
-        // Room for a few small arguments at once, rather than growing by doubling.
-        if arguments.capacity == 0 { arguments.reserveCapacity(64) }
+        // Room for a few small arguments at once, rather than growing by doubling, and for
+        // the envelope's other fields, written in the same buffer (`CallEnvelope.encoded`).
+        if arguments.capacity == 0 { arguments.reserveCapacity(192) }
         do {
             try encoder.encodeLengthPrefixed(argument.value, into: &arguments)
             argumentCount += 1

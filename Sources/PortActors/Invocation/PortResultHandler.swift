@@ -13,8 +13,16 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
 
     /// Sends the value back.
     public func onReturn<Success: Codable>(value: Success) async throws {
+        answer(value)
+    }
+
+    /// Sends the value back: what `onReturn(value:)` does, called directly by a resolved
+    /// target. `onReturn(value:)`, the protocol's ad hoc requirement, finds the value's
+    /// `Encodable` and `Decodable` conformances at run time on every call (two lookups in
+    /// the runtime's conformance cache); this takes them from its caller.
+    func answer<Success: Codable>(_ value: Success) {
         guard let reply else { return }
-        let encoder = BinaryEncoder(system: system)
+        var encoder = BinaryEncoder(system: system)
         var body: [UInt8] = []
         body.reserveCapacity(64)
         body.append(ReplyStatus.value.rawValue)
@@ -23,7 +31,7 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         } catch {
             return fail("the result does not encode: \(error)")
         }
-        send(Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
+        send(AttachmentTable.message(id: reply.requestID, body, then: encoder.outgoing), on: reply)
     }
 
     /// Tells the caller the call returned.
@@ -42,10 +50,10 @@ public struct PortResultHandler: DistributedTargetInvocationResultHandler {
         if let codable = error as? any (Error & Encodable), let type = _mangledTypeName(Swift.type(of: codable)) {
             var body: [UInt8] = [ReplyStatus.codableError.rawValue]
             body.appendString(type)
-            let encoder = BinaryEncoder(system: system)
+            var encoder = BinaryEncoder(system: system)
             if (try? encoder.encode(codable, into: &body)) != nil {
                 return send(
-                    Message(id: reply.requestID, components: AttachmentTable.components(body, then: encoder.attachments.outgoing)), on: reply)
+                    AttachmentTable.message(id: reply.requestID, body, then: encoder.outgoing), on: reply)
             }
         }
         var body: [UInt8] = [ReplyStatus.otherError.rawValue]

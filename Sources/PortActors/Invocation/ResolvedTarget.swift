@@ -125,7 +125,7 @@ final class ResolvedTarget: @unchecked Sendable {
             if returnType == Void.self {
                 try await handler.onReturnVoid()
             } else if recordedReturnType == nil, let codableReturnType {
-                try await Self.returnValue(of: codableReturnType, in: result, to: handler)
+                Self.returnValue(of: codableReturnType, in: result, to: handler)
             } else {
                 try await system.invokeHandlerOnReturn(handler: handler, resultBuffer: UnsafeRawPointer(result), metatype: returnType)
             }
@@ -136,8 +136,8 @@ final class ResolvedTarget: @unchecked Sendable {
 
     /// Gives `handler` the `R` in `result`, as `invokeHandlerOnReturn` does once it has
     /// cast the return type.
-    private static func returnValue<R: Codable>(of type: R.Type, in result: UnsafeMutableRawPointer, to handler: PortResultHandler) async throws {
-        try await handler.onReturn(value: result.assumingMemoryBound(to: R.self).pointee)
+    private static func returnValue<R: Codable>(of type: R.Type, in result: UnsafeMutableRawPointer, to handler: PortResultHandler) {
+        handler.answer(result.assumingMemoryBound(to: R.self).pointee)
     }
 }
 

@@ -15,7 +15,7 @@ extension PortActorSystem {
         guard body.status == .value else { throw PortActorError.decoding("a result was expected from \(address)") }
         let decoder = decoder(for: reply)
         // Descriptors the result did not take are closed: nobody else will.
-        defer { decoder.attachments.closeUnclaimed() }
+        defer { decoder.attachments?.closeUnclaimed() }
         do {
             return try decoder.decode(Res.self, from: body.bytes, in: 1..<body.bytes.count)
         } catch let error as PortActorError {
@@ -42,7 +42,7 @@ extension PortActorSystem {
 
     /// The message of a call.
     private func message(
-        _ kind: ActorMessageKind, callID: UInt64, route: RemoteRoute, target: RemoteCallTarget, invocation: PortInvocationEncoder
+        _ kind: ActorMessageKind, callID: UInt64, route: RemoteRoute, target: RemoteCallTarget, invocation: inout PortInvocationEncoder
     ) throws -> Message {
         let attachments = invocation.attachments
         if route.address.node != nil, !attachments.isEmpty {
@@ -50,8 +50,8 @@ extension PortActorSystem {
         }
         let envelope = CallEnvelope.encoded(
             callID: callID, actorID: route.address.id, target: target.identifier, substitutions: invocation.substitutions,
-            argumentCount: invocation.argumentCount, arguments: invocation.arguments)
-        return Message(id: kind.rawValue, components: AttachmentTable.components(envelope, then: attachments))
+            argumentCount: invocation.argumentCount, arguments: invocation.takeArguments())
+        return AttachmentTable.message(id: kind.rawValue, envelope, then: attachments)
     }
 
     private func request(
@@ -60,7 +60,7 @@ extension PortActorSystem {
         if Task.isCancelled { throw PortActorError.transport(.cancelled) }
         let route = try await route(to: id)
         let callID = nextCallID()
-        let message = try message(.call, callID: callID, route: route, target: target, invocation: invocation)
+        let message = try message(.call, callID: callID, route: route, target: target, invocation: &invocation)
         do {
             return (try await route.port.request(message, sendTimeout: sendTimeout, receiveTimeout: callTimeout), route.address)
         } catch .cancelled {
@@ -74,7 +74,7 @@ extension PortActorSystem {
 
     private func send(_ id: ActorAddress, target: RemoteCallTarget, invocation: inout PortInvocationEncoder) async throws {
         let route = try await route(to: id)
-        let message = try message(.oneWayCall, callID: nextCallID(), route: route, target: target, invocation: invocation)
+        let message = try message(.oneWayCall, callID: nextCallID(), route: route, target: target, invocation: &invocation)
         do {
             try route.port.send(message, timeout: sendTimeout)
         } catch {
@@ -87,7 +87,7 @@ extension PortActorSystem {
     /// The reply's status and its bytes (the status first); throws what the reply says was
     /// thrown.
     private func replyBody(_ reply: Message, from address: ActorAddress) throws -> (status: ReplyStatus, bytes: [UInt8]) {
-        guard case .data(let bytes)? = reply.components.first, let first = bytes.first, let status = ReplyStatus(rawValue: first) else {
+        guard case .data(let bytes)? = reply.firstComponent, let first = bytes.first, let status = ReplyStatus(rawValue: first) else {
             reply.closeDescriptors()
             throw PortActorError.decoding("a reply without a status from \(address)")
         }
@@ -98,8 +98,7 @@ extension PortActorSystem {
         case .codableError:
             let type = try reader.string()
             if let errorType = _typeByName(type) as? any (Error & Decodable).Type {
-                let table = AttachmentTable(incoming: Array(reply.components.dropFirst()))
-                let decoder = BinaryDecoder(attachments: table, system: self)
+                let decoder = BinaryDecoder(attachments: AttachmentTable.incoming(after: reply), system: self)
                 throw try Self.decodeError(errorType, bytes, reader.offset..<bytes.count, decoder)
             }
             reply.closeDescriptors()
@@ -124,7 +123,7 @@ extension PortActorSystem {
     }
 
     private func decoder(for reply: Message) -> BinaryDecoder {
-        BinaryDecoder(attachments: AttachmentTable(incoming: Array(reply.components.dropFirst())), system: self)
+        BinaryDecoder(attachments: AttachmentTable.incoming(after: reply), system: self)
     }
 }
 

@@ -46,14 +46,17 @@ extension PortActorSystem {
             watch.withLock { $0 }?.cancel()
         }) else { return }
         let address = route.address
-        let started = Task { [weak route] in
+        // Not `[weak route]`: see `Unretained`. Read at each use, so the watch does not
+        // keep the route alive.
+        let watched = Unretained(route)
+        let started = Task {
             guard let made = try? await names.watch(name: name) else { return }
             watch.withLock { $0 = made }
-            if route?.hasEnded ?? true { return made.cancel() }
+            if watched.object?.hasEnded ?? true { return made.cancel() }
             do {
                 for try await event in made {
                     if case .vanished(let owner) = event, owner.pid == address.pid, owner.node == address.node {
-                        route?.ended()
+                        watched.object?.ended()
                         return
                     }
                 }

@@ -127,7 +127,7 @@ extension PortActorSystem {
                 throw PortActorError(error)
             }
             var reader = BinaryReader(reply.bytes)
-            guard reply.components.count == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
+            guard reply.componentCount == 1, let status = try? reader.byte() else { throw PortActorError.notAnActor(name: name) }
             guard status == ReplyStatus.value.rawValue else { throw PortActorError.notAnActor(name: name) }
             let id = try reader.fixed(UInt64.self)
             let pid = Int32(bitPattern: try reader.fixed(UInt32.self))
@@ -153,7 +153,8 @@ extension PortActorSystem {
         }
         // A route to the same actor that still works is kept: the new connection goes.
         if let replaced { return replaced.port.invalidate() }
-        try? route.port.onInvalidation(on: loop) { [weak route] _ in route?.ended() }
+        let ending = Unretained(route)
+        try? route.port.onInvalidation(on: loop) { _ in ending.object?.ended() }
     }
 
     /// The route calls to `id` take: the one recorded, else one found by its name.

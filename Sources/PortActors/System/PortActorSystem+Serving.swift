@@ -4,7 +4,7 @@ import PortMessaging
 extension PortActorSystem {
     /// The port's handler, on the system's loop: one message at a time, in arrival order.
     func receive(_ message: Message, reply: PendingReply?) {
-        guard let kind = ActorMessageKind(rawValue: message.id), case .data(let bytes)? = message.components.first else {
+        guard let kind = ActorMessageKind(rawValue: message.id), case .data(let bytes)? = message.firstComponent else {
             message.closeDescriptors()
             reply?.refuse()
             return
@@ -47,7 +47,7 @@ extension PortActorSystem {
             reply?.reply(Message(id: message.id, bytes: [ReplyStatus.unknownActor.rawValue]))
             return
         }
-        let attachments = AttachmentTable(incoming: Array(message.components.dropFirst()))
+        let attachments = AttachmentTable.incoming(after: message)
         let decoder = PortInvocationDecoder(envelope: envelope, attachments: attachments, system: self)
         // The call's task prefers the actor's thread (else the system's): when that is this
         // loop's thread it starts right here, up to its hop onto the actor; else its first
@@ -56,7 +56,7 @@ extension PortActorSystem {
         // never on the shared pool: a call to an actor on this loop's thread wakes no other.
         let task = Task.immediate(executorPreference: executor ?? callExecutor) {
             await self.run(on: actor, decoder, handler)
-            attachments.closeUnclaimed()
+            attachments?.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }
         }
         call.started(task)
