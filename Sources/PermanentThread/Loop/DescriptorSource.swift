@@ -83,10 +83,15 @@ struct SourceToken: Hashable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(raw) }
 
-    // Dictionary asks this, not `hash(into:)`. The product's high half, where a
-    // multiplicative hash mixes best, is folded onto the low bits that pick a bucket.
-    func _rawHashValue(seed: Int) -> Int {
-        let mixed = (raw ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
-    }
+    // Dictionary asks this, not `hash(into:)`.
+    func _rawHashValue(seed: Int) -> Int { multiplicativeHash(raw, seed: seed) }
+}
+
+/// `raw` hashed for a dictionary's buckets (a key's `_rawHashValue(seed:)`) with one
+/// multiplication, for keys this process hands out itself, where a hash that resists chosen
+/// keys buys nothing. The product's high half, where a multiplicative hash mixes best, is
+/// folded onto the low bits that pick a bucket.
+package func multiplicativeHash(_ raw: UInt64, seed: Int) -> Int {
+    let mixed = (raw ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+    return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
 }

@@ -257,12 +257,8 @@ struct LocalID: Hashable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(raw) }
 
-    // Dictionary asks this, not `hash(into:)`; the product's high half, where a
-    // multiplicative hash mixes best, is folded onto the low bits that pick a bucket.
-    func _rawHashValue(seed: Int) -> Int {
-        let mixed = (raw ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
-        return Int(truncatingIfNeeded: mixed ^ (mixed >> 32))
-    }
+    // Dictionary asks this, not `hash(into:)`.
+    func _rawHashValue(seed: Int) -> Int { multiplicativeHash(raw, seed: seed) }
 }
 
 extension Dictionary where Key == LocalID {
