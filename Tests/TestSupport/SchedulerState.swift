@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// The scheduler's state of a thread of this process, by its kernel id: "R" running, "S"
@@ -23,14 +24,8 @@ private func schedulerState(path: String) -> String? {
 /// Whether every thread of process `pid` is stopped (state "T" in `/proc/PID/task/ID/stat`);
 /// false when the process is gone or a thread's state cannot be read.
 package func threadsStopped(ofProcess pid: pid_t) -> Bool {
-    guard let directory = opendir("/proc/\(pid)/task") else { return false }
-    defer { closedir(directory) }
-    var threads = 0
-    while let entry = readdir(directory) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        guard let thread = Int32(name) else { continue }
-        guard schedulerState(path: "/proc/\(pid)/task/\(thread)/stat") == "T" else { return false }
-        threads += 1
+    guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task"), !threads.isEmpty else {
+        return false
     }
-    return threads > 0
+    return threads.allSatisfy { schedulerState(path: "/proc/\(pid)/task/\($0)/stat") == "T" }
 }
