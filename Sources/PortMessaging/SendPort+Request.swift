@@ -79,7 +79,7 @@ package struct SentRequest: Sendable {
     /// until the request's wait ends; the request is over then.
     /// - Throws: `.cancelled`, `.receiveTimedOut`, `.peerDied`, `.invalidPort`, `.noReply`;
     ///   `.system` when the shared reply thread cannot be started.
-    func reply(receiveTimeout: Duration?) async throws(PortError) -> Message {
+    nonisolated(nonsending) func reply(receiveTimeout: Duration?) async throws(PortError) -> Message {
         guard let waiter else { preconditionFailure("a blocking request has no wait to suspend in") }
         defer { end() }
         armTimeout(receiveTimeout)

@@ -29,6 +29,20 @@ actor Pinned {
 
 nonisolated func currentThreadID() async -> Int32 { portkit_gettid() }
 
+extension Pinned {
+    /// The count, read by `assumeIsolated` from a nonisolated context on the thread.
+    nonisolated func assumeIsolatedCount() -> Int32 {
+        Int32(assumeIsolated { $0.count })
+    }
+}
+
+/// Loop passes counted by an observer, read from any thread.
+final class PassCount: Sendable {
+    private let count = Atomic<Int>(0)
+    func add() { count.add(1, ordering: .relaxed) }
+    var value: Int { count.load(ordering: .relaxed) }
+}
+
 @Suite("PermanentThread: executors")
 struct PermanentThreadExecutorTests {
     @Test func anActorPinnedToAThreadRunsEveryMethodOnIt() async throws {
@@ -88,6 +102,34 @@ struct PermanentThreadExecutorTests {
             return seen
         }
         #expect(ids.allSatisfy { $0 == id })
+        thread.stop()
+    }
+
+    @Test func aTaskPreferringTheThreadGoesFromAwaitToAwaitWithoutALoopPass() async throws {
+        // The task's jobs run with no actor isolation, so entering a nonisolated async
+        // function is no change of executor: fifty awaits that do not suspend take no loop
+        // pass. (Run isolated to the thread, each entry and each return was a switch, a job
+        // queued on the loop: more than a hundred passes.)
+        let thread = PermanentThread(name: "task-passes")
+        try thread.run()
+        let loop = try #require(thread.loop)
+        let passes = PassCount()
+        try loop.add(LoopObserver(activities: .beforeSources) { _, _ in passes.add() }, forMode: .common)
+        let counted = await Task(executorPreference: thread) {
+            let before = passes.value
+            for _ in 0..<50 { _ = await currentThreadID() }
+            return passes.value - before
+        }.value
+        #expect(counted == 0)
+
+        // An actor on the thread, called from such a task, still runs isolated to itself,
+        // and the task is back on the thread after the call.
+        let actor = Pinned(on: thread)
+        let id = try #require(thread.threadID)
+        let ids = await Task(executorPreference: thread) {
+            [await actor.increment(), portkit_gettid(), actor.assumeIsolatedCount()]
+        }.value
+        #expect(ids == [id, id, 1])
         thread.stop()
     }
 

@@ -14,9 +14,13 @@ import PortMessaging
 enum ActorBenchmarks: BenchmarkFamily {
     static func cases(_ scale: BenchmarkScale) -> [BenchmarkCase] {
         let call = call(count: scale.count(2000, quick: 100))
+        let threadCall = threadCall(count: scale.count(2000, quick: 100))
         // The same with every thread of the process on one CPU: the code's cost without
         // the other CPU's wake-ups, reproducibly.
-        return [call, call.pinned(.together, as: "actors.call-same-cpu")]
+        return [
+            call, call.pinned(.together, as: "actors.call-same-cpu"),
+            threadCall, threadCall.pinned(.together, as: "actors.thread-call-same-cpu"),
+        ]
     }
 
     /// About the bytes of an `actors.call` request (its envelope: call id, actor id, the
@@ -26,44 +30,14 @@ enum ActorBenchmarks: BenchmarkFamily {
 
     /// `actors.call`: `move(_:)` on a remote actor (another system of this process, found
     /// by name: its calls go over the brokered Unix socket as between processes), awaited
-    /// from a task. The actor's thread is its system's loop thread, as the name owner's is
-    /// in `names-call`.
+    /// from a task on the shared pool. The actor's thread is its system's loop thread, as
+    /// the name owner's is in `names-call`.
     static func call(count: Int) -> BenchmarkCase {
         let point = BenchPoint(x: 1, y: 2, label: "bench")
         return BenchmarkCase(name: "actors.call", unit: "µs", impls: [
-            BenchmarkImpl("portkit") {
-                let fixture = try ActorFixture()
-                let remote = try fixture.remote()
-                return .init(
-                    measure: { try timeCalls(count) { _ = try await remote.move(point) } },
-                    stop: fixture.stop)
-            },
-            BenchmarkImpl("names-call") {
-                let fixture = try NameFixture(replySize: replySize)
-                let client = try NameServerClient.blockingConnect(to: fixture.address)
-                let port = try client.blockingLookup(fixture.name)
-                let request = Message(id: 1, bytes: [UInt8](repeating: 7, count: requestSize))
-                return .init(
-                    measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: replySize) },
-                    stop: {
-                        port.invalidate()
-                        client.close()
-                        fixture.stop()
-                    })
-            },
-            BenchmarkImpl("names-call-async") {
-                let fixture = try NameFixture(replySize: replySize)
-                let client = try NameServerClient.blockingConnect(to: fixture.address)
-                let port = try client.blockingLookup(fixture.name)
-                let request = Message(id: 1, bytes: [UInt8](repeating: 7, count: requestSize))
-                return .init(
-                    measure: { try timeCalls(count) { _ = try await port.request(request) } },
-                    stop: {
-                        port.invalidate()
-                        client.close()
-                        fixture.stop()
-                    })
-            },
+            actorCalls(count, fromCallerThread: false),
+            namesCall(count: count),
+            asyncNamesCalls(count, fromThread: false),
             // The floors of a distributed call: an awaited request between threads over a
             // bare socket pair, and the toolchain's distributed runtime, entered as PortActors
             // enters it (the target's types found once), with no transport.
@@ -88,10 +62,89 @@ enum ActorBenchmarks: BenchmarkFamily {
         ])
     }
 
-    /// Times `count` awaited calls made one after another by one task; the median and p99.
-    static func timeCalls(_ count: Int, _ call: @escaping @Sendable () async throws -> Void) throws -> RunSample {
+    /// `actors.thread-call`: `actors.call` made by a task on the caller's own permanent
+    /// thread (its system's, which reads the replies of the calls it makes), as an actor on
+    /// that thread makes them: the reply is read and the task resumed by the same thread,
+    /// with no hand-off to another. Against `names-call` (a thread blocked on its own reply)
+    /// and `names-call-thread`: the same bytes as an async request from a task on a
+    /// permanent thread whose loop reads the port's replies.
+    static func threadCall(count: Int) -> BenchmarkCase {
+        BenchmarkCase(name: "actors.thread-call", unit: "µs", impls: [
+            actorCalls(count, fromCallerThread: true),
+            namesCall(count: count),
+            asyncNamesCalls(count, fromThread: true),
+        ])
+    }
+
+    /// `portkit`: `count` calls of `move(_:)` on the remote actor, from a task on the
+    /// caller's system's thread, or on the shared pool.
+    static func actorCalls(_ count: Int, fromCallerThread: Bool) -> BenchmarkImpl {
+        let point = BenchPoint(x: 1, y: 2, label: "bench")
+        return BenchmarkImpl("portkit") {
+            let fixture = try ActorFixture()
+            let remote = try fixture.remote()
+            let thread = fromCallerThread ? fixture.caller.thread : nil
+            return .init(
+                measure: { try timeCalls(count, on: thread) { _ = try await remote.move(point) } },
+                stop: fixture.stop)
+        }
+    }
+
+    /// `names-call-async` (`fromThread` false): the `names-call` request awaited from a task
+    /// on the shared pool, its replies read by the process's shared reply loop;
+    /// `names-call-thread`: awaited from a task on a permanent thread whose loop reads them.
+    static func asyncNamesCalls(_ count: Int, fromThread: Bool) -> BenchmarkImpl {
+        BenchmarkImpl(fromThread ? "names-call-thread" : "names-call-async") {
+            let fixture = try NameFixture(replySize: replySize)
+            let client = try NameServerClient.blockingConnect(to: fixture.address)
+            let port = try client.blockingLookup(fixture.name)
+            let thread = fromThread ? try readingThread(for: port) : nil
+            let request = Message(id: 1, bytes: [UInt8](repeating: 7, count: requestSize))
+            return .init(
+                measure: { try timeCalls(count, on: thread) { _ = try await port.request(request) } },
+                stop: {
+                    port.invalidate()
+                    client.close()
+                    thread?.stop()
+                    fixture.stop()
+                })
+        }
+    }
+
+    /// A running permanent thread whose loop reads `port`'s replies.
+    static func readingThread(for port: SendPort) throws -> PermanentThread {
+        let thread = PermanentThread(name: "bench-caller")
+        try thread.run()
+        guard let loop = thread.loop else { throw BenchmarkError.notMeasurable("the caller's thread has no loop") }
+        try port.readReplies(on: loop)
+        return thread
+    }
+
+    /// `names-call`: the request's bytes on a looked-up port, from a thread blocked on its
+    /// own reply.
+    static func namesCall(count: Int) -> BenchmarkImpl {
+        BenchmarkImpl("names-call") {
+            let fixture = try NameFixture(replySize: replySize)
+            let client = try NameServerClient.blockingConnect(to: fixture.address)
+            let port = try client.blockingLookup(fixture.name)
+            let request = Message(id: 1, bytes: [UInt8](repeating: 7, count: requestSize))
+            return .init(
+                measure: { try PortBenchmarks.medianRequestMicroseconds(count, request, to: port, size: replySize) },
+                stop: {
+                    port.invalidate()
+                    client.close()
+                    fixture.stop()
+                })
+        }
+    }
+
+    /// Times `count` awaited calls made one after another by one task (preferring `thread`,
+    /// when given); the median and p99.
+    static func timeCalls(
+        _ count: Int, on thread: PermanentThread? = nil, _ call: @escaping @Sendable () async throws -> Void
+    ) throws -> RunSample {
         let done = Handoff<Result<[Double], any Error>>()
-        Task {
+        Task(executorPreference: thread) {
             var times: [Double] = []
             times.reserveCapacity(count)
             do {

@@ -2,6 +2,12 @@ extension PermanentThread: SerialExecutor, TaskExecutor {
     /// Runs an executor job on the thread: the job itself is queued on the run loop (no
     /// closure is allocated per job) and runs in order with executed blocks.
     ///
+    /// Jobs that come here are a task's that prefers the thread
+    /// (`Task(executorPreference:)`, `withTaskExecutorPreference`): they run with no actor
+    /// isolation, so the task's nonisolated code stays on the thread from one `await` to
+    /// the next. An actor's jobs go to the executor `asUnownedSerialExecutor()` names, and
+    /// run isolated to it, on this same loop and in the same order.
+    ///
     /// A job cannot be refused: failing it would leave its task suspended for ever. Jobs
     /// that arrive before `run()` wait for the thread to start. Jobs that arrive after
     /// `stop()` closed the loop still run, in order and one at a time: first on the
@@ -10,13 +16,17 @@ extension PermanentThread: SerialExecutor, TaskExecutor {
     /// meanwhile too). So an actor outliving its stopped thread keeps working, serially,
     /// on its callers' threads, and `checkIsolated()` accepts the thread running them.
     public func enqueue(_ job: consuming ExecutorJob) {
-        core.enqueue(UnownedJob(job), executor: .isolated(asUnownedSerialExecutor(), asUnownedTaskExecutor()))
+        core.enqueue(UnownedJob(job), executor: .task(asUnownedTaskExecutor()))
     }
 
     /// This thread as the serial executor of an actor:
     /// `nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }`.
+    ///
+    /// It names a companion executor the thread keeps, which runs the actor's jobs on this
+    /// loop isolated to the actor, as the runtime requires; the thread's own `enqueue` is
+    /// for the jobs of tasks that prefer it.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        UnownedSerialExecutor(ordinary: self)
+        isolation.asUnownedSerialExecutor()
     }
 
     /// This thread as a task executor (`Task(executorPreference:)`, `withTaskExecutorPreference`).

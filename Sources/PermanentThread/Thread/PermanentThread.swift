@@ -30,13 +30,16 @@ import Glibc
 /// **Executors.** A permanent thread is a `SerialExecutor` (an actor whose
 /// `unownedExecutor` is `thread.asUnownedSerialExecutor()` runs every method on the
 /// thread; keep a strong reference to the thread in the actor) and a `TaskExecutor`
-/// (`Task(executorPreference: thread) { … }` runs on it).
+/// (`Task(executorPreference: thread) { … }` runs on it, from one `await` to the next
+/// without a pass of the loop in between).
 public final class PermanentThread: Sendable {
     /// The thread's name. The OS shows its first 15 bytes (`/proc/self/task/*/comm`, `top -H`).
     public let name: String
     /// The stack size asked for, in bytes; `nil` for the system default.
     public let stackSize: Int?
     let core: ThreadCore
+    /// The thread as its actors' serial executor (`asUnownedSerialExecutor()`).
+    let isolation: ThreadIsolation
 
     /// How long the thread keeps its CPU, spinning, once it has run out of work, before it
     /// sleeps; zero (the default) to sleep at once.
@@ -60,6 +63,8 @@ public final class PermanentThread: Sendable {
         self.name = name
         self.stackSize = stackSize
         self.core = ThreadCore(name: name, stackSize: stackSize)
+        self.isolation = ThreadIsolation(core: core)
+        isolation.attach(self)
     }
 
     /// Makes a permanent thread that spins for up to `spinBeforeSleep` before it sleeps;
@@ -74,6 +79,8 @@ public final class PermanentThread: Sendable {
         self.name = name
         self.stackSize = stackSize
         self.core = ThreadCore(name: name, stackSize: stackSize, spinBeforeSleep: max(spinBeforeSleep, .zero))
+        self.isolation = ThreadIsolation(core: core)
+        isolation.attach(self)
     }
 
     /// Stops the thread, as `stop()` does; when the last reference goes away on the thread

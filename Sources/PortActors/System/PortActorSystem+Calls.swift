@@ -7,7 +7,7 @@ extension PortActorSystem {
     /// - Throws: what the actor threw (when `Codable` and known here), or a
     ///   `PortActorError`: `unknownActor`, `remoteError`, `invocationFailed`, or
     ///   `transport` (`.peerDied`, `.cancelled`, `.receiveTimedOut`, `.cannotCrossHosts`, ...).
-    public func remoteCall<Act: DistributedActor, Err: Error, Res: Codable>(
+    public nonisolated(nonsending) func remoteCall<Act: DistributedActor, Err: Error, Res: Codable>(
         on actor: Act, target: RemoteCallTarget, invocation: inout PortInvocationEncoder, throwing: Err.Type, returning: Res.Type
     ) async throws -> Res where Act.ID == ActorAddress {
         let (reply, address) = try await request(actor.id, target: target, invocation: &invocation)
@@ -54,7 +54,7 @@ extension PortActorSystem {
         return AttachmentTable.message(id: kind.rawValue, envelope, then: attachments)
     }
 
-    private func request(
+    private nonisolated(nonsending) func request(
         _ id: ActorAddress, target: RemoteCallTarget, invocation: inout PortInvocationEncoder
     ) async throws -> (Message, ActorAddress) {
         if Task.isCancelled { throw PortActorError.transport(.cancelled) }

@@ -118,6 +118,14 @@ extension PortActorSystem {
         }
         do throws(PortActorError) {
             let node = try? await names.owner(of: name).node
+            // The replies to calls made through this route are read by the system's own
+            // thread, which lives as long as the system: a call made by a task on that
+            // thread is resumed by the thread that reads its reply, with no hand-off to
+            // another. A thread given to the system may stop before it, so the process's
+            // shared reply loop reads for those.
+            if ownsThread {
+                do { try port.readReplies(on: loop) } catch { throw PortActorError(error) }
+            }
             let reply: Message
             do {
                 reply = try await port.request(Message(id: ActorMessageKind.describe.rawValue, text: name), receiveTimeout: names.timeout)
@@ -161,7 +169,7 @@ extension PortActorSystem {
     /// - Throws: `PortActorError.transport(.peerDied)` when the actor's process has gone (or its name
     ///   now leads to another actor), `unknownActor` for an address with no route and no
     ///   name, and what a lookup throws.
-    func route(to id: ActorAddress) async throws(PortActorError) -> RemoteRoute {
+    nonisolated(nonsending) func route(to id: ActorAddress) async throws(PortActorError) -> RemoteRoute {
         let (route, shutDown) = state.withLock { ($0.routes[id], $0.isShutDown) }
         if shutDown { throw .systemShutDown }
         if let route {

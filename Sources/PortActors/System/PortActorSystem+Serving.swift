@@ -37,7 +37,7 @@ extension PortActorSystem {
         let key = CallKey(peer: message.peer?.id ?? 0, call: envelope.callID)
         let call = RunningCall()
         // One look under the lock: the actor, the executor its calls prefer, the call kept.
-        let found = state.withLock { state -> (actor: any DistributedActor, executor: CallExecutor?)? in
+        let found = state.withLock { state -> (actor: any DistributedActor, executor: PermanentThread?)? in
             guard let actor = state.locals[envelope.actorID]?.actor else { return nil }
             state.calls[key] = call
             return (actor, state.threads[envelope.actorID])
@@ -54,7 +54,7 @@ extension PortActorSystem {
         // job is queued there now. Either way calls start in arrival order, and the task's
         // nonisolated parts (decoding the arguments, sending the reply) run on that thread,
         // never on the shared pool: a call to an actor on this loop's thread wakes no other.
-        let task = Task.immediate(executorPreference: executor ?? callExecutor) {
+        let task = Task.immediate(executorPreference: executor ?? thread) {
             await self.run(on: actor, decoder, handler)
             attachments?.closeUnclaimed()
             self.state.withLock { _ = $0.calls.removeValue(forKey: key) }

@@ -52,10 +52,9 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
 
     let port = ReceivePort()
     let loop: ThreadLoop
-    /// The system's thread as the task executor of calls to actors without a thread.
-    let callExecutor: CallExecutor
     let pid = getpid()
-    private let ownsThread: Bool
+    /// Whether the system made its thread, and stops it in `shutDown()`.
+    let ownsThread: Bool
     let state = Locked(State())
     /// Call ids start at a random point, so those of the systems calling one actor do not
     /// meet (a cancel names its call by id and the connection it came over).
@@ -65,7 +64,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
         var locals: [LocalID: LocalActor] = [:]
         /// The permanent threads that are actors' executors (`run(_:on:)`), as the task
         /// executors their calls prefer.
-        var threads: [LocalID: CallExecutor] = [:]
+        var threads: [LocalID: PermanentThread] = [:]
         var named: [String: UInt64] = [:]
         var routes: [ActorAddress: RemoteRoute] = [:]
         var calls: [CallKey: RunningCall] = [:]
@@ -119,7 +118,6 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     ) throws(PortActorError) {
         self.thread = thread
         self.ownsThread = ownsThread
-        callExecutor = CallExecutor(thread: thread)
         do throws(PermanentThreadError) { try thread.run() } catch { throw .thread(error) }
         guard let loop = self.thread.loop else { throw .thread(.stopped) }
         self.loop = loop
@@ -293,13 +291,12 @@ extension PortActorSystem {
     /// (A distributed actor cannot read its own stored properties from a nonisolated
     /// member, since a remote reference has none: the system keeps the thread instead.)
     public func run(_ id: ActorAddress, on thread: PermanentThread) {
-        let executor = CallExecutor(thread: thread)
-        state.withLock { $0.threads[id.id] = executor }
+        state.withLock { $0.threads[id.id] = thread }
     }
 
     /// The serial executor of the actor `id`: the permanent thread given to
     /// `run(_:on:)`, else the system's own thread.
     public func executor(for id: ActorAddress) -> UnownedSerialExecutor {
-        (state.withLock { $0.threads[id.id]?.thread } ?? thread).asUnownedSerialExecutor()
+        (state.withLock { $0.threads[id.id] } ?? thread).asUnownedSerialExecutor()
     }
 }

@@ -108,7 +108,7 @@ final class AsyncReply: Sendable {
 
     /// Suspends the calling task until the wait ends, and returns how. Cancelling the task
     /// ends it at once with `cancelled`.
-    func outcome() async -> Outcome {
+    nonisolated(nonsending) func outcome() async -> Outcome {
         await withTaskCancellationHandler {
             // Unsafe (no checking allocation per wait): the phase resumes it exactly once.
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Outcome, Never>) in
