@@ -1,5 +1,6 @@
 import Distributed
 import NamedPortServer
+import PortKitLocks
 import PortMessaging
 
 extension PortActorSystem {

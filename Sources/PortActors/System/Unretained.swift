@@ -1,39 +1,4 @@
-import CPortKitSystem
-
-/// A reference that does not keep its object alive and reads as `nil` once the object's
-/// deinit has begun, as a `weak` one does, but without giving the object a side table.
-///
-/// Why: the first `weak` reference to an object moves its reference counts to a side
-/// table for the rest of its life, and every retain and release of it then takes the
-/// runtime's slow path. A system and its actors are retained and released dozens of times
-/// per served call (by the call's task, its decoder, its result handler), so the system's
-/// port handler and its table of actors refer to them through this instead.
-///
-/// How: it holds an unowned reference count on the object, which keeps the object's memory
-/// (not the object) allocated; the count lives in the object's header, like the strong
-/// one. It reads the object with `swift_tryRetain`, which takes a strong reference unless
-/// the object's deinit has begun: the check a weak load makes through the side table.
-// Safety of @unchecked Sendable: `pointer` never changes; the runtime's reference counts
-// it is used with are atomic, and the object is touched only through a strong reference
-// `swift_tryRetain` took.
-final class Unretained<Object: AnyObject>: @unchecked Sendable {
-    /// The object, unretained: never made a Swift reference unless a strong count was taken.
-    private let pointer: UnsafeMutableRawPointer
-
-    init(_ object: Object) {
-        pointer = Unmanaged.passUnretained(object).toOpaque()
-        _ = swift_unownedRetain(pointer)
-    }
-
-    deinit {
-        swift_unownedRelease(pointer)
-    }
-
-    /// The object, while it lives; `nil` once its deinit has begun.
-    var object: Object? {
-        swift_tryRetain(pointer) == nil ? nil : Unmanaged<Object>.fromOpaque(pointer).takeRetainedValue()
-    }
-}
+import PortKitLocks
 
 /// A local actor, without keeping it alive: what a system's table of actors holds.
 protocol UnretainedActor: Sendable {

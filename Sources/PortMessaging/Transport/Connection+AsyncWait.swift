@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitLocks
 
 extension Connection {
     // MARK: Async waits
@@ -39,8 +40,9 @@ extension Connection {
 
     /// A timer that ends the requests due when it fires, and arms the next.
     private func deadlineTimer(at date: ContinuousClock.Instant, on loop: ThreadLoop) -> LoopTimer {
-        LoopTimer(fireAt: date) { [weak self, weak loop] fired in
-            guard let self, let loop else { return }
+        let connection = Unretained(self)
+        return LoopTimer(fireAt: date) { [weak loop] fired in
+            guard let self = connection.object, let loop else { return }
             let (due, next) = self.replies.withLock { table in
                 table.takeDue(at: .now, fired: fired) { self.deadlineTimer(at: $0, on: loop) }
             }
@@ -72,9 +74,12 @@ extension Connection {
     /// requesters read again themselves.
     func startLoopReader(on loop: ThreadLoop) throws(PortError) {
         do throws(PortError) {
-            try watchDuplicate(on: loop, events: .readable) { [weak self] source, _ in
-                guard let self else { return source.invalidate() }
-                self.sharedLoopCanRead(source)
+            // Not `weak`: a weak reference would move the connection's counts to a side
+            // table, and every retain of it on every request to the slow path.
+            let connection = Unretained(self)
+            try watchDuplicate(on: loop, events: .readable) { source, _ in
+                guard let connection = connection.object else { return source.invalidate() }
+                connection.sharedLoopCanRead(source)
             }
         } catch {
             replies.withLock { $0.reader.loopFailed() }

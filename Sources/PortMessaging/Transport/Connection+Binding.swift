@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitLocks
 import PortKitSystem
 
 extension Connection {
@@ -42,8 +43,9 @@ extension Connection {
     /// Watches the connection for its peer's death on `loop`: a hang-up-only source (incoming
     /// data does not wake it).
     func watchForHangup(on loop: ThreadLoop) throws(PortError) {
-        try watchDuplicate(on: loop, events: .hangup) { [weak self] _, events in
-            if events.contains(.hangup) || events.contains(.error) { self?.close(.peerDied) }
+        let connection = Unretained(self)
+        try watchDuplicate(on: loop, events: .hangup) { _, events in
+            if events.contains(.hangup) || events.contains(.error) { connection.object?.close(.peerDied) }
         }
     }
 
