@@ -46,8 +46,11 @@ extension SendPort {
     /// Has `loop` read the replies to this port's async and completion-handler requests,
     /// instead of the process's shared `portkit-replies` thread: a completion handler then
     /// runs on `loop`, and code that answers from that loop (a relay passing replies back)
-    /// saves a thread's wake-up per request. Call it before the first such request; once
-    /// a loop reads the replies, it keeps doing so. Nothing to do for an in-process port
+    /// saves a thread's wake-up per request, and a task on `loop`'s thread that awaits a
+    /// request is resumed there in the same pass. Call it before the first such request;
+    /// once a loop reads the replies, it keeps doing so, until its thread ends: the shared
+    /// thread then reads them from there on (the waiting requests keep their receive
+    /// timeouts), so stopping the thread first loses nothing. Nothing to do for an in-process port
     /// (its receiving port's loop hands the replies over) or for a port whose connection a
     /// receive port reads already.
     /// - Throws: `.invalidPort`; `.system` when the connection cannot be watched.

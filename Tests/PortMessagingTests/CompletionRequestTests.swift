@@ -113,4 +113,35 @@ struct CompletionRequestTests {
         // A blocking request on the same port is handed its reply by that loop too.
         #expect(try port.blockingRequest(Message(id: 4), receiveTimeout: .seconds(30)).text == "reply 4")
     }
+    /// A loop chosen with `readReplies(on:)` whose thread stops while requests wait: the
+    /// shared reply loop reads the connection from then on, so a reply that comes after the
+    /// stop reaches its request, a waiting request's receive timeout still ends it, and later
+    /// requests, async and blocking, get their replies.
+    @Test func whenTheChosenLoopsThreadStopsTheSharedReplyLoopReadsOn() async throws {
+        let fixture = try AsyncFixture()
+        defer { fixture.stop() }
+        let held = Locked<[UInt32: PendingReply]>([:])
+        try fixture.port.schedule(on: fixture.loop, deferringReplies: { message, pending in
+            guard let pending else { return }
+            if message.id < 3 { return held.withLock { $0[message.id] = pending } }
+            _ = pending.reply(Message(id: message.id, text: "reply \(message.id)"))
+        })
+        let port = try AsyncRoute.socket.sendPort(to: fixture.port)
+        let chosen = try startedThread("replies-then-gone")
+        try port.readReplies(on: #require(chosen.loop))
+        let answered = Outcomes()
+        let unanswered = Outcomes()
+        try port.request(Message(id: 1), receiveTimeout: .seconds(60), completion: answered.handler)
+        try port.request(Message(id: 2), receiveTimeout: .milliseconds(300), completion: unanswered.handler)
+        #expect(eventually(timeout: .seconds(30)) { held.withLock { $0.count } == 2 })
+        chosen.stop()
+
+        #expect(held.withLock { $0[1] }?.reply(Message(id: 1, text: "reply 1")) == true)
+        #expect(eventually(timeout: .seconds(30)) { answered.recorded.all.count == 1 })
+        #expect(answered.texts == ["reply 1"])
+        #expect(eventually(timeout: .seconds(30)) { unanswered.recorded.all.count == 1 })
+        #expect(unanswered.recorded.all.first?.error == .receiveTimedOut)
+        #expect(try await port.request(Message(id: 3), receiveTimeout: .seconds(30)).text == "reply 3")
+        #expect(try port.blockingRequest(Message(id: 4), receiveTimeout: .seconds(30)).text == "reply 4")
+    }
 }

@@ -100,8 +100,9 @@ public final class ThreadLoop: @unchecked Sendable {
     let signalled = SignalledSources()
     /// How long the loop spins for work before an unwatched sleep, in nanoseconds (0: never).
     @exclusivity(unchecked) var spinWindow = 0
-    /// Set once the thread ended and the loop was torn down.
-    @exclusivity(unchecked) var ended = false
+    /// Set once the thread ended and the loop was torn down; a source's `cancel` that
+    /// runs as the loop ends (on its thread) finds it set. Read on the loop's thread only.
+    @exclusivity(unchecked) package internal(set) var ended = false
     /// Set when the poller's wait failed (its descriptor was closed or broken under it): the
     /// loop can no longer sleep or watch descriptors, its inbox is closed, and every run
     /// throws this. See `runAcceptedBlocks()`.

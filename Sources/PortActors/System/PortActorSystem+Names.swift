@@ -119,14 +119,11 @@ extension PortActorSystem {
         }
         do throws(PortActorError) {
             let node = try? await names.owner(of: name).node
-            // The replies to calls made through this route are read by the system's own
-            // thread, which lives as long as the system: a call made by a task on that
-            // thread is resumed by the thread that reads its reply, with no hand-off to
-            // another. A thread given to the system may stop before it, so the process's
-            // shared reply loop reads for those.
-            if ownsThread {
-                do { try port.readReplies(on: loop) } catch { throw PortActorError(error) }
-            }
+            // The replies to calls made through this route are read by the system's thread:
+            // a call made by a task on that thread is resumed by the thread that reads its
+            // reply, with no hand-off to another. (Should the thread stop before the
+            // route closes, the process's shared reply loop reads on.)
+            do { try port.readReplies(on: loop) } catch { throw PortActorError(error) }
             let reply: Message
             do {
                 reply = try await port.request(Message(id: ActorMessageKind.describe.rawValue, text: name), receiveTimeout: names.timeout)

@@ -53,8 +53,7 @@ public final class PortActorSystem: DistributedActorSystem, Sendable {
     let port = ReceivePort()
     let loop: ThreadLoop
     let pid = getpid()
-    /// Whether the system made its thread, and stops it in `shutDown()`.
-    let ownsThread: Bool
+    private let ownsThread: Bool
     let state = Locked(State())
     /// Call ids start at a random point, so those of the systems calling one actor do not
     /// meet (a cancel names its call by id and the connection it came over).

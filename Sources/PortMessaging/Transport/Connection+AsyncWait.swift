@@ -77,7 +77,7 @@ extension Connection {
             // Not `weak`: a weak reference would move the connection's counts to a side
             // table, and every retain of it on every request to the slow path.
             let connection = Unretained(self)
-            try watchDuplicate(on: loop, events: .readable) { source, _ in
+            try watchDuplicate(on: loop, events: .readable, whenLoopEnds: { connection.object?.readerEnded(loop) }) { source, _ in
                 guard let connection = connection.object else { return source.invalidate() }
                 connection.sharedLoopCanRead(source)
             }
@@ -85,6 +85,23 @@ extension Connection {
             replies.withLock { $0.reader.loopFailed() }
             replies.broadcast()
             throw error
+        }
+    }
+
+    /// The loop that read this connection for good ended (its thread stopped) while the
+    /// connection is open: the shared reply loop reads it from now on, with the waiting
+    /// requests' deadlines, so no request waits for a reader that is gone. Should that loop
+    /// not start, the connection closes and its requests fail with why.
+    private func readerEnded(_ loop: ThreadLoop) {
+        guard isOpen, replies.withLock({ $0.reader.loopEnded(loop) }) else { return }
+        replies.broadcast()
+        do throws(PortError) {
+            let shared = try SharedReplyLoop.loop()
+            try readReplies(on: shared)
+            let timer = replies.withLock { table in table.rearmDeadline { deadlineTimer(at: $0, on: shared) } }
+            if let timer { try arm(timer, on: shared) }
+        } catch {
+            close(error)
         }
     }
 

@@ -52,18 +52,31 @@ extension Connection {
     /// Watches a duplicate of the read descriptor on `loop`, in its common modes, so it
     /// never collides with the source that reads a bound connection; the connection's
     /// close removes the source and closes the duplicate. Nothing when it is closed already.
+    /// `whenLoopEnds`, if given, is called on the loop's thread should the loop end (its
+    /// thread stop) while the connection is still open.
     func watchDuplicate(
-        on loop: ThreadLoop, events: DescriptorEvents, _ handler: @escaping @Sendable (DescriptorSource, DescriptorEvents) -> Void
+        on loop: ThreadLoop, events: DescriptorEvents, whenLoopEnds: (@Sendable () -> Void)? = nil,
+        _ handler: @escaping @Sendable (DescriptorSource, DescriptorEvents) -> Void
     ) throws(PortError) {
         let duplicate = try usingDescriptors("dup") { () throws(Errno) -> FileDescriptor in try readFD.duplicate() }
         let source = DescriptorSource(descriptor: duplicate.rawValue, events: events, handler: handler)
-        let watcher = Watcher(loop: loop, source: source, descriptor: duplicate)
+        // A loop tells a custom source, not a descriptor source, that it ends: one that
+        // performs nothing stands for the watch, and goes with it at the close.
+        let loopEnd = whenLoopEnds.map { whenLoopEnds in
+            LoopSource(cancel: { loop, _ in if loop.ended { whenLoopEnds() } }, perform: {})
+        }
+        let watcher = Watcher(loop: loop, source: source, descriptor: duplicate, loopEnd: loopEnd)
         let installed = withLife { $0.changeOpen { $0.watchers.append(watcher) } != nil }
         guard installed else {
             try? duplicate.close()
             return
         }
-        do { try loop.add(source, forMode: .common) } catch { throw .loop(.loopEnded) }
+        do {
+            try loop.add(source, forMode: .common)
+            if let loopEnd { try loop.add(loopEnd, forMode: .common) }
+        } catch {
+            throw .loop(.loopEnded)
+        }
     }
 
     /// What a bound connection's read source holds: the connection, strongly, in an object of
@@ -80,5 +93,7 @@ extension Connection {
         let loop: ThreadLoop
         let source: DescriptorSource
         let descriptor: FileDescriptor
+        /// What tells the connection that `loop` ended, if it wants to know.
+        let loopEnd: LoopSource?
     }
 }

@@ -127,6 +127,7 @@ extension Connection {
         for watcher in watchers {
             Self.onLoopThread(watcher.loop) {
                 watcher.source.invalidate()
+                watcher.loopEnd?.invalidate()
                 try? watcher.descriptor.close()
             }
         }

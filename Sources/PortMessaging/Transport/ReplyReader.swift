@@ -13,7 +13,8 @@ import PermanentThread
 ///       ▼                                                                 ▼
 ///     loop(loop) ◀──────────────────────────────────────────── the loop starts reading
 ///       │
-///       └── the loop cannot watch the connection ──▶ nobody
+///       ├── the loop cannot watch the connection ──▶ nobody
+///       └── the loop's thread ends ──▶ nobody ──▶ loop(the shared reply loop)
 ///
 /// - `nobody`: the next requester that waits takes the reading: the direct reply wait, a
 ///   receive with a time-out on the connection alone, which keeps a round trip near a raw
@@ -22,6 +23,7 @@ import PermanentThread
 ///   condition to be handed their replies, or the reading when it leaves.
 /// - `loop`: a loop reads for good (the shared reply loop, or one chosen with
 ///   `SendPort.readReplies(on:)`), through a descriptor source; no requester reads again.
+///   Should a chosen loop's thread end first, the shared reply loop takes over.
 ///
 /// A connection bound to a receive port is read by that port's loop instead (see
 /// `Connection.awaitReply`); this state is then not consulted.
@@ -81,5 +83,21 @@ enum ReplyReader {
     /// The loop could not watch the connection: requesters read it again themselves.
     mutating func loopFailed() {
         self = .nobody
+    }
+
+    /// `loop` has ended (its thread stopped): true when it was the one reading, which now
+    /// nobody does, until the caller names another loop. A loop named to take over from a
+    /// requester is forgotten.
+    mutating func loopEnded(_ loop: ThreadLoop) -> Bool {
+        switch self {
+        case .loop(let reading) where reading === loop:
+            self = .nobody
+            return true
+        case .requester(let then?) where then === loop:
+            self = .requester(then: nil)
+            return false
+        default:
+            return false
+        }
     }
 }

@@ -79,6 +79,18 @@ struct RequestTable {
         return made
     }
 
+    /// The timer to arm on another loop for the earliest deadline of the async requests
+    /// waiting (`nil` when none has one), recorded as the armed one: the armed timer went
+    /// with the loop that ended.
+    mutating func rearmDeadline(timer: (ContinuousClock.Instant) -> LoopTimer) -> LoopTimer? {
+        deadlineTimer = nil
+        let earliest = slots.lazy.filter { $0.waiter != nil }.compactMap(\.deadline).min()
+        guard let earliest else { return nil }
+        let made = timer(earliest)
+        deadlineTimer = (earliest, made)
+        return made
+    }
+
     /// The deadline timer `fired` at `now`: the async waiters that are due (their requests
     /// forgotten: a reply that comes later is dropped), and the timer to arm for the earliest deadline still ahead, if
     /// the timer that fired was the armed one.
