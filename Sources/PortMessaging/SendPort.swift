@@ -1,5 +1,6 @@
 import Glibc
 import PermanentThread
+import PortKitLocks
 import Synchronization
 import PortKitSystem
 
@@ -140,9 +141,12 @@ public final class SendPort: Sendable {
     /// port was invalidated or its peer process died or closed — within one pass of `loop`.
     /// - Throws: `.loop(.loopEnded)` when the loop has ended.
     public func onInvalidation(on loop: ThreadLoop = .current, _ handler: @escaping @Sendable (SendPort) -> Void) throws(PortError) {
-        let notify: @Sendable () -> Void = { [weak self] in
-            guard let self else { return }
-            if loop.isCurrent { handler(self) } else { try? loop.perform { handler(self) } }
+        // Not `weak`: that would give the port a side table, and every retain of it on every
+        // request the runtime's slow path.
+        let port = PortKitLocks.Unretained(self)
+        let notify: @Sendable () -> Void = {
+            guard let port = port.object else { return }
+            if loop.isCurrent { handler(port) } else { try? loop.perform { handler(port) } }
         }
         switch route {
         case .local(let port):
