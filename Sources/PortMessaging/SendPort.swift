@@ -25,12 +25,13 @@ public final class SendPort: Sendable {
     /// Whether this send right is still held: read on every send, so an atomic.
     private let valid = Atomic<Bool>(true)
     /// `route`'s object, unretained, for `send`: `route` keeps it alive as long as this send
-    /// port lives. Ports and connections are weakly referenced elsewhere, so their counts
-    /// live in side tables, where the retain and release a `switch route` makes on every
-    /// message are slow ones (and, in-process, shared with the receiving thread).
-    private let unretained: Unretained
+    /// port lives. It spares the retain and release a `switch route` makes on every message:
+    /// atomic operations on a count shared with the receiving thread in-process, and slow
+    /// ones for a receive port, which is weakly referenced elsewhere (its bindings and
+    /// peers), so its counts live in a side table.
+    private let unretained: UnretainedRoute
 
-    enum Unretained {
+    enum UnretainedRoute {
         case local(Unmanaged<ReceivePort>)
         case connection(Unmanaged<Connection>)
     }
@@ -143,7 +144,7 @@ public final class SendPort: Sendable {
     public func onInvalidation(on loop: ThreadLoop = .current, _ handler: @escaping @Sendable (SendPort) -> Void) throws(PortError) {
         // Not `weak`: that would give the port a side table, and every retain of it on every
         // request the runtime's slow path.
-        let port = PortKitLocks.Unretained(self)
+        let port = Unretained(self)
         let notify: @Sendable () -> Void = {
             guard let port = port.object else { return }
             if loop.isCurrent { handler(port) } else { try? loop.perform { handler(port) } }

@@ -36,13 +36,6 @@ extension Pinned {
     }
 }
 
-/// Loop passes counted by an observer, read from any thread.
-final class PassCount: Sendable {
-    private let count = Atomic<Int>(0)
-    func add() { count.add(1, ordering: .relaxed) }
-    var value: Int { count.load(ordering: .relaxed) }
-}
-
 @Suite("PermanentThread: executors")
 struct PermanentThreadExecutorTests {
     @Test func anActorPinnedToAThreadRunsEveryMethodOnIt() async throws {
@@ -113,12 +106,12 @@ struct PermanentThreadExecutorTests {
         let thread = PermanentThread(name: "task-passes")
         try thread.run()
         let loop = try #require(thread.loop)
-        let passes = PassCount()
-        try loop.add(LoopObserver(activities: .beforeSources) { _, _ in passes.add() }, forMode: .common)
+        let passes = Counter()
+        try loop.add(LoopObserver(activities: .beforeSources) { _, _ in passes.increment() }, forMode: .common)
         let counted = await Task(executorPreference: thread) {
-            let before = passes.value
+            let before = passes.count
             for _ in 0..<50 { _ = await currentThreadID() }
-            return passes.value - before
+            return passes.count - before
         }.value
         #expect(counted == 0)
 

@@ -1,7 +1,7 @@
 // The few Linux headers and GNU functions the Swift Glibc module does not expose.
 // Only the System and Poller layers (and tests) use this module, and portnamed, which
-// takes its signals through a signalfd and trims its heap (malloc_trim); and PortActors,
-// for the Swift runtime's reference counts (portkit_runtime.h).
+// takes its signals through a signalfd and trims its heap (malloc_trim); and PortKitLocks'
+// Unretained, for the Swift runtime's reference counts (portkit_runtime.h).
 #ifndef CPORTKIT_SYSTEM_H
 #define CPORTKIT_SYSTEM_H
 

@@ -1,4 +1,4 @@
-// The Swift runtime's reference-counting entry points that PortActors' Unretained uses: a
+// The Swift runtime's reference-counting entry points that PortKitLocks' Unretained uses: a
 // reference that does not keep its object alive, read as a weak one is, without the side
 // table a weak reference gives the object. Exported by the Swift runtime (libswiftCore),
 // declared as its HeapObject.h declares them (a C declaration, not @_silgen_name: the

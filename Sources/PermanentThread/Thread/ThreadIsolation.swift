@@ -14,11 +14,10 @@
 ///
 /// The thread keeps it; it keeps the thread's core, never the thread (an actor keeps the
 /// thread, hence this, alive).
+// Safety of @unchecked Sendable: `preference` is written once, by `PermanentThread.init`,
+// before the thread object (the only way to reach this one) is visible to any other
+// thread; afterwards it is only read. `core` is Sendable.
 final class ThreadIsolation: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable: `preference` is written once, by `PermanentThread.init`, before
-    // the thread object (the only way to reach this one) is visible to any other thread;
-    // afterwards it is only read. `core` is Sendable.
-
     let core: ThreadCore
     /// The thread as a task executor (unowned: the thread keeps this object, not the reverse).
     private(set) nonisolated(unsafe) var preference: UnownedTaskExecutor?
